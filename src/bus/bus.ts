@@ -1,0 +1,34 @@
+import type { LedgerRow } from '../domain/ledger.js';
+import type { AppendOutcome } from '../store/ledger-store.js';
+import type { OrgCommand, OrgReply, ReplyTo } from './messages.js';
+
+export type CommandHandler = (command: OrgCommand) => Promise<OrgReply>;
+export type CommittedHandler = (org: string, rows: readonly LedgerRow[]) => void;
+
+/**
+ * The bus joins the front end, the org writers and the projections.
+ *
+ * Commands: `request` delivers a command to the one handler that owns the command's org and
+ * resolves with its reply. Commands from one caller for one org are handled in the order sent.
+ *
+ * Ledger log: `append` is the org writer's durable append. It is conditional on `expectedLastSeq`
+ * being the org's last seq (a stale or second writer gets `conflict` and nothing is written), and
+ * resolves only once the rows are durable. Committed rows are then delivered to subscribers.
+ *
+ * Subscriptions: a subscriber first receives every row already committed, then live rows; per
+ * org, rows arrive in seq order, each exactly once, never before they are durable.
+ */
+export interface Bus {
+  serve(handler: CommandHandler): void;
+  request<C extends OrgCommand>(command: C): Promise<ReplyTo<C>>;
+  append(org: string, rows: readonly LedgerRow[], expectedLastSeq: number): Promise<AppendOutcome>;
+  /** One org's committed rows from `fromSeq`, in order, in chunks. */
+  read(org: string, fromSeq: number): AsyncIterable<readonly LedgerRow[]>;
+  /** Resolves once the replay of already committed rows has been delivered. */
+  subscribe(handler: CommittedHandler): Promise<Subscription>;
+  close(): Promise<void>;
+}
+
+export interface Subscription {
+  unsubscribe(): void;
+}

@@ -1,0 +1,85 @@
+import type { LedgerRow } from '../domain/ledger.js';
+import type { AppendOutcome, LedgerStore } from '../store/ledger-store.js';
+import type { Bus, CommandHandler, CommittedHandler, Subscription } from './bus.js';
+import type { OrgCommand, ReplyTo } from './messages.js';
+
+const CHUNK = 1024;
+
+/**
+ * In-process bus for embedded mode. One append per org may be in flight at a time (the org
+ * writer awaits each batch), which is what the expected-last-seq check relies on. Commands are direct calls; the ledger log is the LMDB
+ * ledger table, so a late subscriber replays from it before it sees live rows.
+ */
+export class MemoryBus implements Bus {
+  private handler: CommandHandler | null = null;
+  private readonly subscribers = new Set<CommittedHandler>();
+
+  constructor(private readonly log: LedgerStore) {}
+
+  serve(handler: CommandHandler): void {
+    if (this.handler !== null) throw new Error('MemoryBus: a command handler is already serving');
+    this.handler = handler;
+  }
+
+  request<C extends OrgCommand>(command: C): Promise<ReplyTo<C>> {
+    if (this.handler === null) {
+      return Promise.resolve({ ok: false, code: 'unavailable', message: 'no writer is serving commands' });
+    }
+    return this.handler(command) as Promise<ReplyTo<C>>;
+  }
+
+  async append(org: string, rows: readonly LedgerRow[], expectedLastSeq: number): Promise<AppendOutcome> {
+    const first = rows[0];
+    if (first === undefined) return { ok: true };
+    if (first.seq !== expectedLastSeq + 1 || (this.log.last(org)?.seq ?? 0) !== expectedLastSeq) {
+      return { ok: false, reason: 'conflict' };
+    }
+    const outcome = await this.log.append(org, rows);
+    if (outcome.ok) for (const subscriber of this.subscribers) deliver(subscriber, org, rows);
+    return outcome;
+  }
+
+  async *read(org: string, fromSeq: number): AsyncIterable<readonly LedgerRow[]> {
+    let chunk: LedgerRow[] = [];
+    for (const row of this.log.range(org, fromSeq)) {
+      chunk.push(row);
+      if (chunk.length === CHUNK) {
+        yield chunk;
+        chunk = [];
+      }
+    }
+    if (chunk.length > 0) yield chunk;
+  }
+
+  subscribe(handler: CommittedHandler): Promise<Subscription> {
+    // The replay reads LMDB synchronously, so no append can interleave: no gap, no duplicate.
+    for (const org of this.log.orgs()) {
+      let chunk: LedgerRow[] = [];
+      for (const row of this.log.range(org, 1)) {
+        chunk.push(row);
+        if (chunk.length === CHUNK) {
+          deliver(handler, org, chunk);
+          chunk = [];
+        }
+      }
+      if (chunk.length > 0) deliver(handler, org, chunk);
+    }
+    this.subscribers.add(handler);
+    return Promise.resolve({ unsubscribe: () => this.subscribers.delete(handler) });
+  }
+
+  close(): Promise<void> {
+    this.subscribers.clear();
+    this.handler = null;
+    return Promise.resolve();
+  }
+}
+
+/** A failing subscriber must not fail an append that is already durable. */
+function deliver(handler: CommittedHandler, org: string, rows: readonly LedgerRow[]): void {
+  try {
+    handler(org, rows);
+  } catch (error) {
+    console.error(JSON.stringify({ level: 'error', msg: 'subscriber failed', org, error: String(error) }));
+  }
+}

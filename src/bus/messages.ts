@@ -1,0 +1,17 @@
+import type { IngestEventBody, RegisterAgentBody } from '../domain/schemas.js';
+import type { AgentView, IngestResult, Refusal } from '../domain/org-state.js';
+
+export type { AgentView, IngestResult, Refusal };
+
+/** Commands to an org's single writer. Tagged on `type`; every command names its org. */
+export type OrgCommand =
+  | { type: 'agent.register'; org: string; agent: RegisterAgentBody }
+  | { type: 'event.ingest'; org: string; event: IngestEventBody };
+
+interface ResultOf {
+  'agent.register': AgentView;
+  'event.ingest': IngestResult;
+}
+
+export type ReplyTo<C extends OrgCommand> = { ok: true; value: ResultOf[C['type']] } | Refusal;
+export type OrgReply = ReplyTo<OrgCommand>;

@@ -1,0 +1,92 @@
+import { z } from 'zod';
+
+/** The only reader of process.env: env → typed, validated Config. */
+
+const flag = z
+  .enum(['0', '1', 'true', 'false', ''])
+  .default('0')
+  .transform((v) => v === '1' || v === 'true');
+
+const schedule = z
+  .string()
+  .default('60,300,1800,7200,43200')
+  .transform((v, ctx) => {
+    const parts = v.split(',').map((p) => Number(p.trim()));
+    if (parts.length === 0 || parts.some((n) => !Number.isFinite(n) || n < 0)) {
+      ctx.addIssue({ code: 'custom', message: 'comma-separated seconds, e.g. 60,300,1800' });
+      return z.NEVER;
+    }
+    return parts;
+  });
+
+const envSchema = z.object({
+  VIGIL_PORT: z.coerce.number().int().min(0).max(65535).default(8080),
+  VIGIL_HOST: z.string().min(1).default('127.0.0.1'),
+  VIGIL_DATA_DIR: z.string().min(1).default('./data'),
+  VIGIL_BASE_URL: z.url().optional(),
+  VIGIL_APP_URL: z.url().optional(),
+  VIGIL_NATS_URL: z.string().min(1).optional(),
+  VIGIL_DEMO: flag,
+  VIGIL_PUBLIC_RATE_LIMIT: z.coerce.number().int().min(1).default(60),
+  VIGIL_KEY_RATE_LIMIT: z.coerce.number().int().min(0).default(0),
+  VIGIL_MAX_PENDING: z.coerce.number().int().min(1).default(10_000),
+  VIGIL_DURABILITY: z.enum(['sync', 'process']).default('sync'),
+  VIGIL_WEBHOOK_RETRY_SCHEDULE: schedule,
+  VIGIL_WEBHOOK_ALLOW_PRIVATE: flag,
+  VIGIL_BOOTSTRAP_ORG: z.string().min(1).optional(),
+  VIGIL_BOOTSTRAP_KEY: z.string().min(1).optional(),
+});
+
+export interface Config {
+  port: number;
+  host: string;
+  dataDir: string;
+  baseUrl: string;
+  appUrl: string;
+  natsUrl: string | undefined;
+  demo: boolean;
+  publicRateLimitPerMinute: number;
+  /** Requests a second per API key; 0 turns the limit off. */
+  keyRateLimitPerSecond: number;
+  maxPendingPerOrg: number;
+  durability: 'sync' | 'process';
+  webhookRetrySchedule: number[];
+  webhookAllowPrivate: boolean;
+  bootstrap: { org: string; key: string } | undefined;
+}
+
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+}
+
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const parsed = envSchema.safeParse(env);
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`);
+    throw new ConfigError(`invalid configuration:\n  ${lines.join('\n  ')}`);
+  }
+  const e = parsed.data;
+  if ((e.VIGIL_BOOTSTRAP_ORG === undefined) !== (e.VIGIL_BOOTSTRAP_KEY === undefined)) {
+    throw new ConfigError('invalid configuration: VIGIL_BOOTSTRAP_ORG and VIGIL_BOOTSTRAP_KEY go together');
+  }
+  const baseUrl = (e.VIGIL_BASE_URL ?? `http://${e.VIGIL_HOST}:${e.VIGIL_PORT}`).replace(/\/+$/, '');
+  return {
+    port: e.VIGIL_PORT,
+    host: e.VIGIL_HOST,
+    dataDir: e.VIGIL_DATA_DIR,
+    baseUrl,
+    appUrl: (e.VIGIL_APP_URL ?? baseUrl).replace(/\/+$/, ''),
+    natsUrl: e.VIGIL_NATS_URL,
+    demo: e.VIGIL_DEMO,
+    publicRateLimitPerMinute: e.VIGIL_PUBLIC_RATE_LIMIT,
+    keyRateLimitPerSecond: e.VIGIL_KEY_RATE_LIMIT,
+    maxPendingPerOrg: e.VIGIL_MAX_PENDING,
+    durability: e.VIGIL_DURABILITY,
+    webhookRetrySchedule: e.VIGIL_WEBHOOK_RETRY_SCHEDULE,
+    webhookAllowPrivate: e.VIGIL_WEBHOOK_ALLOW_PRIVATE,
+    bootstrap:
+      e.VIGIL_BOOTSTRAP_ORG !== undefined && e.VIGIL_BOOTSTRAP_KEY !== undefined
+        ? { org: e.VIGIL_BOOTSTRAP_ORG, key: e.VIGIL_BOOTSTRAP_KEY }
+        : undefined,
+  };
+}

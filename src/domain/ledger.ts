@@ -1,0 +1,184 @@
+import { createHash } from 'node:crypto';
+import { canonicalize } from './jcs.js';
+
+/**
+ * The ledger hash rule (DESIGN §4):
+ *   content_hash = SHA-256(JCS({seq, kind, recorded_at, agent_id, body}))
+ *   chain_hash   = SHA-256(prev_hash bytes ‖ content_hash bytes), prev of seq 1 = 32 zero bytes.
+ * Bodies are canonicalized once; rows keep that canonical text so nothing is encoded twice.
+ */
+export const RecordKind = ['event', 'agent', 'review', 'export'] as const;
+export type RecordKind = (typeof RecordKind)[number];
+
+export const GENESIS_HASH: Buffer = Buffer.alloc(32);
+
+/** A ledger record as committed: the hashed fields plus its hashes. */
+export interface LedgerRow {
+  seq: number;
+  kind: string;
+  recordedAt: string;
+  agentId: string | null;
+  /** The body's canonical JSON (JCS). */
+  bodyJson: string;
+  contentHash: Buffer;
+  prevHash: Buffer;
+  chainHash: Buffer;
+  /** The parsed body, when the row was made in this process (saves projections a parse). */
+  body?: unknown;
+}
+
+/** A record as printed by the audit export (one JSON line). */
+export interface ExportedRecord {
+  seq: number;
+  kind: string;
+  recorded_at: string;
+  agent_id: string | null;
+  body: unknown;
+  content_hash: string;
+  prev_hash: string;
+  chain_hash: string;
+}
+
+/** JCS of {seq, kind, recorded_at, agent_id, body}, given the body's canonical text. Keys in JCS order. */
+export function canonicalEntry(
+  seq: number,
+  kind: string,
+  recordedAt: string,
+  agentId: string | null,
+  bodyJson: string,
+): string {
+  const agent = agentId === null ? 'null' : JSON.stringify(agentId);
+  return `{"agent_id":${agent},"body":${bodyJson},"kind":${JSON.stringify(kind)},"recorded_at":${JSON.stringify(recordedAt)},"seq":${seq}}`;
+}
+
+export function sha256(data: string | Buffer): Buffer {
+  return createHash('sha256').update(data).digest();
+}
+
+export function chainStep(prev: Buffer, content: Buffer): Buffer {
+  return createHash('sha256').update(prev).update(content).digest();
+}
+
+/** Builds the next row of a chain. Pure: the caller supplies seq, time and the previous hash. */
+export function makeRow(
+  prev: Buffer,
+  seq: number,
+  kind: string,
+  recordedAt: string,
+  agentId: string | null,
+  body: unknown,
+): LedgerRow {
+  const bodyJson = canonicalize(body);
+  const contentHash = sha256(canonicalEntry(seq, kind, recordedAt, agentId, bodyJson));
+  return { seq, kind, recordedAt, agentId, bodyJson, contentHash, prevHash: prev, chainHash: chainStep(prev, contentHash), body };
+}
+
+/** The audit export line of a row, fields in the documented order. */
+export function exportLine(row: LedgerRow): string {
+  const agent = row.agentId === null ? 'null' : JSON.stringify(row.agentId);
+  return (
+    `{"seq":${row.seq},"kind":${JSON.stringify(row.kind)},"recorded_at":${JSON.stringify(row.recordedAt)},` +
+    `"agent_id":${agent},"body":${row.bodyJson},"content_hash":"${row.contentHash.toString('hex')}",` +
+    `"prev_hash":"${row.prevHash.toString('hex')}","chain_hash":"${row.chainHash.toString('hex')}"}`
+  );
+}
+
+/** Turns an exported (parsed) record back into a row; the body is re-canonicalized. */
+export function rowFromExport(record: ExportedRecord): LedgerRow {
+  return {
+    seq: record.seq,
+    kind: record.kind,
+    recordedAt: record.recorded_at,
+    agentId: record.agent_id,
+    bodyJson: canonicalize(record.body),
+    contentHash: hexToHash(record.content_hash),
+    prevHash: hexToHash(record.prev_hash),
+    chainHash: hexToHash(record.chain_hash),
+  };
+}
+
+function hexToHash(hex: unknown): Buffer {
+  return typeof hex === 'string' && /^[0-9a-f]{64}$/.test(hex) ? Buffer.from(hex, 'hex') : Buffer.alloc(0);
+}
+
+export interface VerifyReport {
+  ok: boolean;
+  /** The last chain hash (hex) of the records read, or null for an empty ledger. */
+  head: string | null;
+  length: number;
+  first_bad_seq: number | null;
+  /** Why the first bad record failed, in plain words. */
+  problem: string | null;
+}
+
+/**
+ * Recomputes a chain record by record. Feed rows in order; it never throws on bad data but
+ * remembers the first bad seq. `startSeq`/`startHash` allow verifying a window of a chain.
+ */
+export class ChainVerifier {
+  private expectedSeq: number;
+  private prev: Buffer;
+  private count = 0;
+  private firstBad: number | null = null;
+  private problem: string | null = null;
+  private lastChain: Buffer | null = null;
+  private watched: Buffer | null;
+  /** Seq at which the watched head hash appeared, if it did. */
+  watchedSeq: number | null = null;
+
+  constructor(options: { startSeq?: number; startHash?: Buffer; watchHead?: Buffer } = {}) {
+    this.expectedSeq = (options.startSeq ?? 0) + 1;
+    this.prev = options.startHash ?? GENESIS_HASH;
+    this.watched = options.watchHead ?? null;
+  }
+
+  push(row: LedgerRow): void {
+    this.count++;
+    this.lastChain = row.chainHash;
+    if (this.watched !== null && this.watchedSeq === null && row.chainHash.equals(this.watched)) {
+      this.watchedSeq = row.seq;
+    }
+    if (this.firstBad !== null) return;
+    const fail = this.check(row);
+    if (fail !== null) {
+      this.firstBad = Number.isInteger(row.seq) ? row.seq : this.expectedSeq;
+      this.problem = fail;
+    }
+    this.expectedSeq++;
+    this.prev = row.chainHash;
+  }
+
+  private check(row: LedgerRow): string | null {
+    if (row.seq !== this.expectedSeq) return `expected seq ${this.expectedSeq}, found ${String(row.seq)}`;
+    if (!row.prevHash.equals(this.prev)) return 'prev_hash does not match the previous chain_hash';
+    const content = sha256(canonicalEntry(row.seq, row.kind, row.recordedAt, row.agentId, row.bodyJson));
+    if (!content.equals(row.contentHash)) return 'content_hash does not match the record';
+    if (!chainStep(this.prev, content).equals(row.chainHash)) return 'chain_hash does not match';
+    return null;
+  }
+
+  /** Marks a record that could not even be read (bad JSON line) at the position expected next. */
+  fail(problem: string): void {
+    if (this.firstBad === null) {
+      this.firstBad = this.expectedSeq;
+      this.problem = problem;
+    }
+    this.expectedSeq++;
+    this.count++;
+  }
+
+  report(): VerifyReport {
+    return {
+      ok: this.firstBad === null,
+      head: this.lastChain === null ? null : this.lastChain.toString('hex'),
+      length: this.count,
+      first_bad_seq: this.firstBad,
+      problem: this.problem,
+    };
+  }
+}
+
+/** The parsed body of a row. */
+export function rowBody(row: LedgerRow): Record<string, unknown> {
+  return (row.body ?? JSON.parse(row.bodyJson)) as Record<string, unknown>;
+}

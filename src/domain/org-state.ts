@@ -1,0 +1,132 @@
+import type { Policy } from './policy.js';
+import type { IngestEventBody, RegisterAgentBody } from './schemas.js';
+import { FRESH_STATE, score, type Decision, type Gate, type ScoringState } from './scoring.js';
+
+export interface AgentView {
+  agent_id: string;
+  name: string;
+  kind: string;
+  observed: boolean;
+  is_active: boolean;
+  created_at: string;
+}
+
+export interface IngestResult extends Decision {
+  event_id: number;
+  action_id: number;
+}
+
+/** Expected refusals are values, not exceptions. */
+export type Refusal = {
+  ok: false;
+  code: 'not_found' | 'conflict' | 'overloaded' | 'unavailable';
+  message: string;
+};
+
+/**
+ * What an org's single writer knows, and the pure rules that turn commands into ledger record
+ * bodies. The same `apply*` functions rebuild this state from the ledger on start.
+ */
+export interface AgentEntry {
+  view: AgentView;
+  scoring: ScoringState;
+}
+
+export interface OrgState {
+  agents: Map<string, AgentEntry>;
+  nextEventId: number;
+}
+
+export function emptyOrgState(): OrgState {
+  return { agents: new Map(), nextEventId: 1 };
+}
+
+export interface PlannedRecord<T> {
+  kind: string;
+  agentId: string | null;
+  body: Record<string, unknown>;
+  result: T;
+}
+
+export type Planned<T> = PlannedRecord<T> | Refusal;
+
+export function planRegister(state: OrgState, agent: RegisterAgentBody, recordedAt: string): Planned<AgentView> {
+  if (state.agents.has(agent.agent_id)) {
+    return { ok: false, code: 'conflict', message: `agent ${agent.agent_id} is already registered` };
+  }
+  const body = { agent_id: agent.agent_id, name: agent.name, kind: agent.kind, observed: agent.observed };
+  const view = applyAgentRecord(state, body, recordedAt);
+  return { kind: 'agent', agentId: agent.agent_id, body, result: view };
+}
+
+/** Applies an `agent` record body (registration) to the state. */
+export function applyAgentRecord(state: OrgState, body: Record<string, unknown>, recordedAt: string): AgentView {
+  const id = String(body.agent_id);
+  const view: AgentView = {
+    agent_id: id,
+    name: String(body.name),
+    kind: String(body.kind),
+    observed: body.observed !== false,
+    is_active: body.is_active !== false,
+    created_at: recordedAt,
+  };
+  state.agents.set(id, { view, scoring: { ...FRESH_STATE } });
+  return view;
+}
+
+export function planIngest(
+  state: OrgState,
+  event: IngestEventBody,
+  policy: Policy,
+  digest: string,
+): Planned<IngestResult> {
+  const agent = state.agents.get(event.agent_id);
+  if (agent === undefined) return { ok: false, code: 'not_found', message: `agent ${event.agent_id} is not registered` };
+  if (!agent.view.is_active) return { ok: false, code: 'conflict', message: `agent ${event.agent_id} is retired` };
+  const observed = agent.view.observed;
+  const { decision, state: next } = score(policy, agent.scoring, {
+    event_type: event.event_type,
+    payload: event.payload,
+    dti: event.dti,
+    observed,
+  });
+  agent.scoring = next;
+  const id = state.nextEventId++;
+  const body = {
+    event_id: id,
+    action_id: id,
+    event_type: event.event_type,
+    source: event.source,
+    actor: event.actor,
+    dti: event.dti,
+    payload: event.payload,
+    gate_status: decision.gate_status,
+    bii: decision.bii,
+    composite_trust: decision.composite_trust,
+    reason: decision.reason,
+    requires_human_review: decision.requires_human_review,
+    policy_digest: digest,
+    observed,
+  };
+  return { kind: 'event', agentId: event.agent_id, body, result: { event_id: id, action_id: id, ...decision } };
+}
+
+/**
+ * Replays a committed `event` record: scoring memory is recomputed with the current policy, but
+ * the recorded BII and gate are authoritative (they are what the ledger says happened).
+ */
+export function applyEventRecord(state: OrgState, agentId: string, body: Record<string, unknown>, policy: Policy): void {
+  const eventId = Number(body.event_id);
+  if (eventId >= state.nextEventId) state.nextEventId = eventId + 1;
+  const agent = state.agents.get(agentId);
+  if (agent === undefined) return;
+  const { state: next } = score(policy, agent.scoring, {
+    event_type: body.event_type as IngestEventBody['event_type'],
+    payload: (body.payload ?? {}) as Record<string, unknown>,
+    dti: typeof body.dti === 'number' ? body.dti : null,
+    observed: body.observed !== false,
+  });
+  next.bii = Number(body.bii);
+  next.gate = body.gate_status as Gate;
+  agent.scoring = next;
+}

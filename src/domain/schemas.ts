@@ -1,0 +1,42 @@
+import { z } from 'zod';
+import { EventType } from './scoring.js';
+
+/** zod schemas of request bodies and shared value formats; validated once, at the edge. */
+
+export const AGENT_ID_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/;
+export const agentId = z.string().regex(AGENT_ID_PATTERN, 'agent_id is 1-128 characters of A-Z a-z 0-9 . _ : -');
+export const orgSlug = z
+  .string()
+  .regex(/^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$/, 'org slug is 1-64 lowercase letters, digits or inner hyphens');
+
+export const Scope = ['events:write', 'review', 'admin'] as const;
+export type Scope = (typeof Scope)[number];
+export const scopes = z.array(z.enum(Scope)).min(1).max(3);
+
+export const AgentKind = ['production', 'sandbox', 'system'] as const;
+export type AgentKind = (typeof AgentKind)[number];
+
+export const EventSource = ['self', 'platform_hook', 'otel', 'change_feed', 'service'] as const;
+
+export const registerAgentBody = z.strictObject({
+  agent_id: agentId,
+  name: z.string().trim().min(1).max(200),
+  kind: z.enum(AgentKind).default('production'),
+  observed: z.boolean().default(true),
+});
+export type RegisterAgentBody = z.infer<typeof registerAgentBody>;
+
+export const ingestEventBody = z.strictObject({
+  agent_id: agentId,
+  event_type: z.enum(EventType),
+  payload: z.record(z.string(), z.unknown()),
+  dti: z.number().min(0).max(1).nullable().default(null),
+  source: z.enum(EventSource).default('self'),
+  actor: z.string().max(256).nullable().default(null),
+});
+export type IngestEventBody = z.infer<typeof ingestEventBody>;
+
+export const createKeyBody = z.strictObject({
+  scopes,
+  name: z.string().trim().min(1).max(100).optional(),
+});

@@ -1,0 +1,45 @@
+/**
+ * Errors with stable codes. HTTP status is chosen from a table in `http/`, never here.
+ * Expected outcomes (duplicate, unknown agent) travel as values; these are thrown at the edge
+ * (validation, auth) and for broken invariants or infrastructure failures.
+ */
+export const ErrorCode = {
+  badRequest: 'bad_request',
+  validation: 'validation_failed',
+  unauthorized: 'unauthorized',
+  forbidden: 'forbidden',
+  notFound: 'not_found',
+  conflict: 'conflict',
+  tooLarge: 'payload_too_large',
+  unsupportedMedia: 'unsupported_media_type',
+  rateLimited: 'rate_limited',
+  overloaded: 'overloaded',
+  unavailable: 'unavailable',
+  internal: 'internal',
+} as const;
+export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
+
+export interface ErrorDetail {
+  path: string;
+  message: string;
+}
+
+export class VigilError extends Error {
+  override name = 'VigilError';
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    readonly details?: ErrorDetail[],
+    options?: { cause?: unknown; retryAfterSeconds?: number },
+  ) {
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
+    this.retryAfterSeconds = options?.retryAfterSeconds;
+  }
+  readonly retryAfterSeconds: number | undefined;
+}
+
+/** Normalizes anything thrown into an Error, at every catch boundary. */
+export function ensureError(value: unknown): Error {
+  if (value instanceof Error) return value;
+  return new Error(typeof value === 'string' ? value : JSON.stringify(value));
+}

@@ -1,0 +1,25 @@
+import type { AgentDirectory } from '../actors/agent-directory.js';
+import type { Bus } from '../bus/bus.js';
+import type { Refusal } from '../bus/messages.js';
+import type { Config } from '../config.js';
+import { VigilError } from '../errors.js';
+import type { Registry } from '../registry.js';
+import type { LedgerStore } from '../store/ledger-store.js';
+
+/** What route handlers may use. Chosen by the composition root (runtime.ts). */
+export interface AppDeps {
+  config: Config;
+  mode: 'embedded' | 'cluster';
+  bus: Bus;
+  registry: Registry;
+  ledger: LedgerStore;
+  directory: AgentDirectory;
+  now: () => number;
+}
+
+/** Turns an org writer's refusal value into the HTTP error it stands for. */
+export function unwrap<T>(reply: { ok: true; value: T } | Refusal): T {
+  if (reply.ok) return reply.value;
+  const retry = reply.code === 'overloaded' || reply.code === 'unavailable' ? { retryAfterSeconds: 1 } : undefined;
+  throw new VigilError(reply.code, reply.message, undefined, retry);
+}

@@ -1,0 +1,40 @@
+import { ensureError, VigilError, type ErrorCode } from '../errors.js';
+
+/** The one table from error codes to HTTP status. */
+export const STATUS_OF: Record<ErrorCode, number> = {
+  bad_request: 400,
+  validation_failed: 400,
+  unauthorized: 401,
+  forbidden: 403,
+  not_found: 404,
+  conflict: 409,
+  payload_too_large: 413,
+  unsupported_media_type: 415,
+  rate_limited: 429,
+  overloaded: 429,
+  unavailable: 503,
+  internal: 500,
+};
+
+export interface ErrorResponse {
+  status: number;
+  body: string;
+  headers: Record<string, string>;
+}
+
+/** DESIGN §4 error body; anything that is not a VigilError is logged and answered as a 500. */
+export function errorResponse(thrown: unknown): ErrorResponse {
+  let error: VigilError;
+  if (thrown instanceof VigilError) {
+    error = thrown;
+  } else {
+    const cause = ensureError(thrown);
+    console.error(JSON.stringify({ level: 'error', msg: 'unhandled error', error: cause.message, stack: cause.stack }));
+    error = new VigilError('internal', 'internal error');
+  }
+  const payload: { code: string; message: string; details?: unknown } = { code: error.code, message: error.message };
+  if (error.details !== undefined) payload.details = error.details;
+  const headers: Record<string, string> = {};
+  if (error.retryAfterSeconds !== undefined) headers['retry-after'] = String(error.retryAfterSeconds);
+  return { status: STATUS_OF[error.code], body: JSON.stringify({ error: payload }), headers };
+}

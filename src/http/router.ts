@@ -1,0 +1,211 @@
+import type { HttpRequest, HttpResponse, TemplatedApp } from 'uWebSockets.js';
+import type { Scope } from '../domain/schemas.js';
+import { VigilError } from '../errors.js';
+import type { Registry } from '../registry.js';
+import type { KeyRecord } from '../store/registry-store.js';
+import { readJsonBody } from './body.js';
+import { errorResponse } from './errors.js';
+import type { RateLimiter } from './rate-limit.js';
+
+/** `none`: public; `key`: any valid key; a scope: a key holding that scope. */
+export type Auth = 'none' | 'key' | Scope;
+
+export interface RouteContext {
+  params: Record<string, string>;
+  query: URLSearchParams;
+  headers: Record<string, string>;
+  /** The caller's key; set on every route whose auth is not `none`. */
+  key: KeyRecord;
+  body: unknown;
+  ip: string;
+}
+
+export type RouteResult =
+  | { status?: number; body: unknown; headers?: Record<string, string> }
+  | { status?: number; lines: AsyncIterable<string> | Iterable<string>; contentType: string; headers?: Record<string, string> };
+
+export interface Route {
+  method: 'get' | 'post' | 'patch' | 'del' | 'put' | 'options';
+  path: string;
+  auth: Auth;
+  handler: (ctx: RouteContext) => RouteResult | Promise<RouteResult>;
+}
+
+export interface RouterDeps {
+  registry: Registry;
+  keyLimiter: RateLimiter | null;
+  now: () => number;
+}
+
+const STATUS_TEXT: Record<number, string> = {
+  200: '200 OK', 201: '201 Created', 204: '204 No Content', 304: '304 Not Modified', 400: '400 Bad Request',
+  401: '401 Unauthorized', 403: '403 Forbidden', 404: '404 Not Found', 409: '409 Conflict',
+  413: '413 Payload Too Large', 415: '415 Unsupported Media Type', 429: '429 Too Many Requests',
+  500: '500 Internal Server Error', 503: '503 Service Unavailable',
+};
+
+const NO_KEY = undefined as unknown as KeyRecord;
+
+interface Exchange {
+  res: HttpResponse;
+  aborted: boolean;
+}
+
+/** Mounts a route on the uWebSockets.js app: auth, rate limit, body, handler, response. */
+export function mount(app: TemplatedApp, route: Route, deps: RouterDeps): void {
+  const names = [...route.path.matchAll(/:([A-Za-z_]+)/g)].map((m) => m[1]!);
+  const hasBody = route.method === 'post' || route.method === 'patch' || route.method === 'put';
+  app[route.method](route.path, (res: HttpResponse, req: HttpRequest) => {
+    const exchange: Exchange = { res, aborted: false };
+    res.onAborted(() => {
+      exchange.aborted = true;
+    });
+    // Everything needed from `req` is copied now: it is invalid after this function returns.
+    const headers: Record<string, string> = {};
+    req.forEach((k, v) => {
+      headers[k] = v;
+    });
+    const params: Record<string, string> = {};
+    names.forEach((name, i) => {
+      params[name] = safeDecode(req.getParameter(i));
+    });
+    const query = new URLSearchParams(req.getQuery() ?? '');
+    let key = NO_KEY;
+    try {
+      if (route.auth !== 'none') key = authorize(route.auth, headers.authorization ?? '', deps);
+    } catch (error) {
+      sendError(exchange, error);
+      return;
+    }
+    const ip = Buffer.from(res.getRemoteAddressAsText()).toString();
+    const run = (body: unknown): void => {
+      let result: RouteResult | Promise<RouteResult>;
+      try {
+        result = route.handler({ params, query, headers, key, body, ip });
+      } catch (error) {
+        sendError(exchange, error);
+        return;
+      }
+      if (result instanceof Promise) {
+        result.then(
+          (r) => respond(exchange, r),
+          (error: unknown) => sendError(exchange, error),
+        );
+      } else {
+        respond(exchange, result);
+      }
+    };
+    if (!hasBody) {
+      run(undefined);
+      return;
+    }
+    readJsonBody(res, headers['content-type'] ?? '', headers['content-length'] ?? '').then(run, (error: unknown) =>
+      sendError(exchange, error),
+    );
+  });
+}
+
+function authorize(auth: Exclude<Auth, 'none'>, authorization: string, deps: RouterDeps): KeyRecord {
+  const key = deps.registry.authenticate(authorization);
+  if (auth !== 'key' && !key.scopes.includes(auth)) {
+    throw new VigilError('forbidden', `this route needs the ${auth} scope`);
+  }
+  if (deps.keyLimiter !== null) {
+    const decision = deps.keyLimiter.take(key.id, deps.now());
+    if (!decision.allowed) {
+      throw new VigilError('rate_limited', 'too many requests for this key', undefined, {
+        retryAfterSeconds: decision.resetSeconds,
+      });
+    }
+  }
+  return key;
+}
+
+function safeDecode(value: string): string {
+  try {
+    return decodeURIComponent(value);
+  } catch {
+    return value;
+  }
+}
+
+export function sendError(exchange: Exchange, error: unknown): void {
+  const { status, body, headers } = errorResponse(error);
+  write(exchange, status, 'application/json', body, headers);
+}
+
+function respond(exchange: Exchange, result: RouteResult): void {
+  const status = result.status ?? 200;
+  if ('lines' in result) {
+    void streamLines(exchange, status, result.contentType, result.lines, result.headers);
+    return;
+  }
+  const body = result.body === undefined ? '' : JSON.stringify(result.body);
+  write(exchange, status, 'application/json', body, result.headers);
+}
+
+export function write(exchange: Exchange, status: number, contentType: string, body: string, headers?: Record<string, string>): void {
+  if (exchange.aborted) return;
+  const { res } = exchange;
+  res.cork(() => {
+    res.writeStatus(STATUS_TEXT[status] ?? String(status));
+    if (body !== '' || status !== 304) res.writeHeader('content-type', contentType);
+    if (headers !== undefined) for (const name in headers) res.writeHeader(name, headers[name]!);
+    res.end(body);
+  });
+}
+
+const STREAM_CHUNK = 64 * 1024;
+
+/** Streams text lines with backpressure; yields to the event loop between chunks. */
+async function streamLines(
+  exchange: Exchange,
+  status: number,
+  contentType: string,
+  lines: AsyncIterable<string> | Iterable<string>,
+  headers?: Record<string, string>,
+): Promise<void> {
+  const { res } = exchange;
+  if (exchange.aborted) return;
+  res.cork(() => {
+    res.writeStatus(STATUS_TEXT[status] ?? String(status));
+    res.writeHeader('content-type', contentType);
+    if (headers !== undefined) for (const name in headers) res.writeHeader(name, headers[name]!);
+  });
+  let buffer = '';
+  try {
+    for await (const line of lines) {
+      buffer += line + '\n';
+      if (buffer.length < STREAM_CHUNK) continue;
+      const chunk = buffer;
+      buffer = '';
+      if (exchange.aborted) return;
+      let ok = true;
+      res.cork(() => {
+        ok = res.write(chunk);
+      });
+      if (!ok) await drained(exchange);
+      else await new Promise<void>((resolve) => setImmediate(resolve));
+      if (exchange.aborted) return;
+    }
+  } catch (error) {
+    console.error(JSON.stringify({ level: 'error', msg: 'stream failed', error: String(error) }));
+    if (!exchange.aborted) res.cork(() => res.close());
+    return;
+  }
+  if (!exchange.aborted) res.cork(() => res.end(buffer));
+}
+
+function drained(exchange: Exchange): Promise<void> {
+  return new Promise((resolve) => {
+    const check = setInterval(() => exchange.aborted && done(), 1000);
+    const done = (): void => {
+      clearInterval(check);
+      resolve();
+    };
+    exchange.res.onWritable(() => {
+      done();
+      return true;
+    });
+  });
+}

@@ -1,0 +1,80 @@
+import { z } from 'zod';
+import { agentId } from '../../domain/schemas.js';
+import { ChainVerifier, exportLine } from '../../domain/ledger.js';
+import { VigilError } from '../../errors.js';
+import type { AppDeps } from '../deps.js';
+import type { Route } from '../router.js';
+import { validate } from '../validate.js';
+
+const seqParam = z.string().regex(/^\d{1,15}$/, 'a non-negative integer').transform(Number);
+const exportQuery = z.object({
+  since_seq: seqParam.optional(),
+  until_seq: seqParam.optional(),
+  agent_id: agentId.optional(),
+});
+const verifyQuery = z.object({ head: z.string().regex(/^[0-9a-f]{64}$/, 'a 64-character lowercase hex hash').optional() });
+
+const YIELD_EVERY = 20_000;
+
+/** Ledger export (JSON Lines, streamed) and chain verification. */
+export function auditRoutes(deps: AppDeps): Route[] {
+  return [
+    {
+      method: 'get',
+      path: '/audit/export',
+      auth: 'key',
+      handler: ({ key, query }) => {
+        const q = validate(exportQuery, Object.fromEntries(query), 'query');
+        const last = deps.ledger.last(key.org)?.seq ?? 0;
+        const since = q.since_seq ?? 0;
+        const until = Math.min(q.until_seq ?? last, last);
+        if (q.until_seq !== undefined && q.until_seq < since) {
+          throw new VigilError('validation_failed', 'until_seq must not be below since_seq', [
+            { path: 'until_seq', message: 'must be >= since_seq' },
+          ]);
+        }
+        const rows = deps.ledger.range(key.org, since + 1, until);
+        const lines = function* (): Iterable<string> {
+          for (const row of rows) if (q.agent_id === undefined || row.agentId === q.agent_id) yield exportLine(row);
+        };
+        return { lines: lines(), contentType: 'application/x-ndjson', headers: { 'x-vigil-ledger-head-seq': String(last) } };
+      },
+    },
+    {
+      method: 'get',
+      path: '/audit/:agent_id/verify',
+      auth: 'key',
+      handler: async ({ key, params, query }) => {
+        const q = validate(verifyQuery, Object.fromEntries(query), 'query');
+        const id = params.agent_id ?? '';
+        if (deps.directory.get(key.org, id) === undefined) throw new VigilError('not_found', `agent ${id} not found`);
+        const length = deps.ledger.last(key.org)?.seq ?? 0;
+        const verifier = new ChainVerifier(q.head === undefined ? {} : { watchHead: Buffer.from(q.head, 'hex') });
+        let agentRecords = 0;
+        let n = 0;
+        for (const row of deps.ledger.range(key.org, 1, length)) {
+          verifier.push(row);
+          if (row.agentId === id) agentRecords++;
+          if (++n % YIELD_EVERY === 0) await new Promise<void>((resolve) => setImmediate(resolve));
+        }
+        const report = verifier.report();
+        const body: Record<string, unknown> = {
+          ok: report.ok,
+          org: key.org,
+          agent_id: id,
+          head: report.head,
+          length: report.length,
+          agent_records: agentRecords,
+          first_bad_seq: report.first_bad_seq,
+          problem: report.problem,
+        };
+        if (q.head !== undefined) {
+          const at = verifier.watchedSeq;
+          const trusted = at !== null && (report.first_bad_seq === null || report.first_bad_seq > at);
+          body.head_check = { head: q.head, is_prefix: trusted, seq: trusted ? at : null };
+        }
+        return { body };
+      },
+    },
+  ];
+}

@@ -1,0 +1,44 @@
+import { createKeyBody } from '../../domain/schemas.js';
+import type { AppDeps } from '../deps.js';
+import type { Route } from '../router.js';
+import { validate } from '../validate.js';
+
+export const VERSION = '0.2.0';
+
+/** Health, the caller's org, and key creation. */
+export function systemRoutes(deps: AppDeps): Route[] {
+  return [
+    {
+      method: 'get',
+      path: '/health',
+      auth: 'none',
+      handler: () => ({ body: { status: 'ok', version: VERSION, mode: deps.mode } }),
+    },
+    {
+      method: 'get',
+      path: '/orgs/me',
+      auth: 'key',
+      handler: ({ key }) => {
+        const org = deps.registry.getOrg(key.org);
+        return {
+          body: {
+            slug: key.org,
+            created_at: org?.created_at ?? null,
+            plan: org?.plan ?? 'free',
+            key: { id: key.id, name: key.name, scopes: key.scopes },
+          },
+        };
+      },
+    },
+    {
+      method: 'post',
+      path: '/admin/keys',
+      auth: 'admin',
+      handler: async ({ key, body }) => {
+        const input = validate(createKeyBody, body);
+        const created = await deps.registry.createKey(key.org, input.scopes, input.name ?? null);
+        return { status: 201, body: { id: created.id, key: created.key, scopes: created.scopes, name: created.name } };
+      },
+    },
+  ];
+}

@@ -1,0 +1,83 @@
+import { randomBytes } from 'node:crypto';
+import { formatKey, hashKey, sameDigest } from './domain/keys.js';
+import { Scope, orgSlug } from './domain/schemas.js';
+import { VigilError } from './errors.js';
+import type { KeyRecord, OrgRecord, RegistryStore } from './store/registry-store.js';
+
+export interface CreatedKey {
+  id: string;
+  key: string;
+  org: string;
+  scopes: Scope[];
+  name: string | null;
+}
+
+/**
+ * Orgs and keys: creation (CLI, admin route, bootstrap) and authentication. Keys are kept only
+ * as SHA-256 digests. Known keys are cached; an unknown digest is looked up in the store each
+ * time, so a key created by the CLI against a running server works at once.
+ */
+export class Registry {
+  private readonly cache = new Map<string, KeyRecord>();
+
+  constructor(
+    private readonly store: RegistryStore,
+    private readonly now: () => Date = () => new Date(),
+  ) {}
+
+  getOrg(slug: string): OrgRecord | undefined {
+    return this.store.getOrg(slug);
+  }
+
+  async ensureOrg(slug: string): Promise<OrgRecord> {
+    if (!orgSlug.safeParse(slug).success) {
+      throw new VigilError('validation_failed', `invalid org slug ${JSON.stringify(slug)}: 1-64 lowercase letters, digits or inner hyphens`);
+    }
+    const existing = this.store.getOrg(slug);
+    if (existing !== undefined) return existing;
+    const org: OrgRecord = { slug, created_at: this.now().toISOString(), plan: 'free' };
+    await this.store.putOrg(org);
+    return org;
+  }
+
+  async createKey(org: string, scopes: readonly Scope[], name: string | null): Promise<CreatedKey> {
+    return this.storeKey(formatKey(randomBytes(32)), org, scopes, name);
+  }
+
+  /** Idempotently ensures `key` exists in `org` with every scope (VIGIL_BOOTSTRAP_*). */
+  async ensureKey(org: string, key: string, name: string): Promise<void> {
+    await this.ensureOrg(org);
+    const existing = this.store.getKey(hashKey(key));
+    if (existing === undefined) {
+      await this.storeKey(key, org, Scope, name);
+      return;
+    }
+    if (existing.org !== org) throw new VigilError('conflict', `the bootstrap key already belongs to org ${existing.org}`);
+  }
+
+  /** The key behind an Authorization header value, or a 401 error. */
+  authenticate(authorization: string): KeyRecord {
+    const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization);
+    if (match === null) {
+      throw new VigilError('unauthorized', authorization === '' ? 'missing API key: send Authorization: Bearer <key>' : 'malformed Authorization header: expected Bearer <key>');
+    }
+    const digest = hashKey(match[1]!);
+    const record = this.cache.get(digest) ?? this.store.getKey(digest);
+    if (record === undefined || !sameDigest(record.hash, digest)) throw new VigilError('unauthorized', 'unknown API key');
+    this.cache.set(digest, record);
+    return record;
+  }
+
+  private async storeKey(key: string, org: string, scopes: readonly Scope[], name: string | null): Promise<CreatedKey> {
+    const record: KeyRecord = {
+      id: 'key_' + randomBytes(8).toString('hex'),
+      hash: hashKey(key),
+      org,
+      scopes: [...scopes],
+      name,
+      created_at: this.now().toISOString(),
+    };
+    await this.store.putKey(record);
+    return { id: record.id, key, org, scopes: record.scopes, name };
+  }
+}

@@ -1,0 +1,21 @@
+import type { LedgerRow } from '../domain/ledger.js';
+
+export type AppendOutcome = { ok: true } | { ok: false; reason: 'conflict' };
+
+/**
+ * Append-only ledger table, keyed by [org, seq]. There is no update and no delete.
+ * `append` writes a batch of one org's consecutive rows, conditional on the first seq being
+ * absent (a second writer is refused, not merged), and resolves once the rows are durable at the
+ * configured level. Appends for several orgs issued in the same turn share one transaction.
+ */
+export interface LedgerStore {
+  append(org: string, rows: readonly LedgerRow[]): Promise<AppendOutcome>;
+  /** The last row of an org, or undefined for an empty ledger. */
+  last(org: string): LedgerRow | undefined;
+  /** One row, or undefined. */
+  get(org: string, seq: number): LedgerRow | undefined;
+  /** Rows with fromSeq <= seq <= toSeq in order, read lazily (a million rows never sit in memory). */
+  range(org: string, fromSeq: number, toSeq?: number): Iterable<LedgerRow>;
+  /** Every org with at least one row. */
+  orgs(): Iterable<string>;
+}

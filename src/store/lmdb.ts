@@ -1,0 +1,116 @@
+import { mkdirSync } from 'node:fs';
+import { open, type Database, type RootDatabase } from 'lmdb';
+import type { LedgerRow } from '../domain/ledger.js';
+import type { AppendOutcome, LedgerStore } from './ledger-store.js';
+import type { KeyRecord, OrgRecord, RegistryStore } from './registry-store.js';
+
+export type Durability = 'sync' | 'process';
+
+/** Stored ledger value; seq lives in the key. Hashes are raw 32-byte buffers. */
+type StoredRow = [kind: string, recordedAt: string, agentId: string | null, bodyJson: string, content: Buffer, prev: Buffer, chain: Buffer];
+type LedgerKey = [string, number];
+
+/**
+ * LMDB adapter for the ledger and registry (one environment, several named databases).
+ * Durability: every write resolves after LMDB's commit (survives kill -9); with `sync` it also
+ * waits for the flush to disk (survives power loss). lmdb-js batches all writes of one event-loop
+ * turn into one transaction, which is our group commit.
+ */
+export class LmdbStore implements LedgerStore, RegistryStore {
+  private readonly root: RootDatabase;
+  private readonly ledger: Database<StoredRow, LedgerKey>;
+  private readonly orgsDb: Database<OrgRecord, string>;
+  private readonly keysDb: Database<KeyRecord, string>;
+
+  constructor(
+    dir: string,
+    private readonly durability: Durability = 'sync',
+  ) {
+    mkdirSync(dir, { recursive: true });
+    this.root = open({ path: dir, maxDbs: 16, mapSize: 2 * 1024 ** 3, remapChunks: true });
+    this.ledger = this.root.openDB<StoredRow, LedgerKey>({ name: 'ledger', cache: false });
+    this.orgsDb = this.root.openDB<OrgRecord, string>({ name: 'orgs' });
+    this.keysDb = this.root.openDB<KeyRecord, string>({ name: 'keys' });
+  }
+
+  async append(org: string, rows: readonly LedgerRow[]): Promise<AppendOutcome> {
+    const first = rows[0];
+    if (first === undefined) return { ok: true };
+    const written = await this.ledger.ifNoExists([org, first.seq], () => {
+      for (const r of rows) {
+        void this.ledger.put([org, r.seq], [r.kind, r.recordedAt, r.agentId, r.bodyJson, r.contentHash, r.prevHash, r.chainHash]);
+      }
+    });
+    if (!written) return { ok: false, reason: 'conflict' };
+    await this.durable();
+    return { ok: true };
+  }
+
+  last(org: string): LedgerRow | undefined {
+    for (const { key, value } of this.ledger.getRange({ start: [org, Infinity], end: [org, 0], reverse: true, limit: 1 })) {
+      return toRow(key, value);
+    }
+    return undefined;
+  }
+
+  get(org: string, seq: number): LedgerRow | undefined {
+    const value = this.ledger.get([org, seq]);
+    return value === undefined ? undefined : toRow([org, seq], value);
+  }
+
+  *range(org: string, fromSeq: number, toSeq = Number.MAX_SAFE_INTEGER): Iterable<LedgerRow> {
+    for (const { key, value } of this.ledger.getRange({ start: [org, fromSeq], end: [org, toSeq + 1] })) {
+      yield toRow(key, value);
+    }
+  }
+
+  *orgs(): Iterable<string> {
+    let after: string | null = null;
+    for (;;) {
+      const start: LedgerKey = after === null ? ['', 0] : [after, Infinity];
+      let found: string | null = null;
+      for (const key of this.ledger.getKeys({ start, limit: 1 })) found = key[0];
+      if (found === null || found === after) return;
+      yield found;
+      after = found;
+    }
+  }
+
+  getOrg(slug: string): OrgRecord | undefined {
+    return this.orgsDb.get(slug);
+  }
+
+  async putOrg(org: OrgRecord): Promise<void> {
+    await this.orgsDb.put(org.slug, org);
+    await this.durable();
+  }
+
+  listOrgs(): OrgRecord[] {
+    return [...this.orgsDb.getRange({}).map(({ value }) => value)];
+  }
+
+  getKey(hash: string): KeyRecord | undefined {
+    return this.keysDb.get(hash);
+  }
+
+  async putKey(key: KeyRecord): Promise<void> {
+    await this.keysDb.put(key.hash, key);
+    await this.durable();
+  }
+
+  isEmpty(): boolean {
+    return this.orgsDb.getKeysCount() === 0 && this.keysDb.getKeysCount() === 0;
+  }
+
+  async close(): Promise<void> {
+    await this.root.close();
+  }
+
+  private async durable(): Promise<void> {
+    if (this.durability === 'sync') await this.root.flushed;
+  }
+}
+
+function toRow(key: LedgerKey, v: StoredRow): LedgerRow {
+  return { seq: key[1], kind: v[0], recordedAt: v[1], agentId: v[2], bodyJson: v[3], contentHash: v[4], prevHash: v[5], chainHash: v[6] };
+}
