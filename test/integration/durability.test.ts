@@ -1,0 +1,114 @@
+import { describe, expect, it } from 'vitest';
+import { ChainVerifier, rowFromExport } from '../../src/domain/ledger.js';
+import { call, parseLines, removeDir, spawnServer, startServer, tempDir } from '../support/server.js';
+
+function verifyRows(rows: any[]) {
+  const verifier = new ChainVerifier();
+  for (const row of rows) verifier.push(rowFromExport(row));
+  return verifier.report();
+}
+
+describe('restart', () => {
+  it('continues the same chain, ids and agent state after a clean restart', async () => {
+    const dir = tempDir();
+    try {
+      const first = await startServer({}, dir);
+      await call(first.url, 'POST', '/agents/', { body: { agent_id: 'r', name: 'R' } });
+      let last: any;
+      for (let i = 0; i < 3; i++) {
+        last = (await call(first.url, 'POST', '/events/', { body: { agent_id: 'r', event_type: 'output_generated', payload: {}, dti: 0.95 } })).body;
+      }
+      const headBefore = (await call(first.url, 'GET', '/audit/r/verify')).body.head;
+      await first.close();
+
+      const second = await startServer({}, dir);
+      try {
+        const dup = await call(second.url, 'POST', '/agents/', { body: { agent_id: 'r', name: 'R' } });
+        expect(dup.status).toBe(409);
+        const next = (await call(second.url, 'POST', '/events/', { body: { agent_id: 'r', event_type: 'output_generated', payload: {}, dti: 0.95 } })).body;
+        expect(next.event_id).toBe(last.event_id + 1);
+        // Scoring state survived: the BII keeps falling from where it was, not from a fresh agent.
+        expect(next.bii).toBeLessThan(last.bii);
+        const rows = parseLines((await call(second.url, 'GET', '/audit/export')).text);
+        expect(rows.length).toBe(5);
+        expect(rows[4].prev_hash).toBe(headBefore);
+        expect(verifyRows(rows).ok).toBe(true);
+        const verify = await call(second.url, 'GET', `/audit/r/verify?head=${headBefore}`);
+        expect(verify.body.ok).toBe(true);
+        expect(verify.body.head_check).toMatchObject({ is_prefix: true, seq: 4 });
+      } finally {
+        await second.close();
+      }
+    } finally {
+      removeDir(dir);
+    }
+  });
+});
+
+describe('kill -9 under concurrent load', () => {
+  it('keeps every acknowledged event, and the chain verifies and continues after restart', async () => {
+    const dir = tempDir();
+    try {
+      const proc = await spawnServer(dir);
+      const agents = ['k0', 'k1', 'k2', 'k3'];
+      for (const agent_id of agents) await call(proc.url, 'POST', '/agents/', { body: { agent_id, name: agent_id } });
+
+      const acked = new Map<number, { agent_id: string; gate_status: string; bii: number; n: number }>();
+      let stop = false;
+      let sent = 0;
+      const worker = async (w: number): Promise<void> => {
+        for (let n = 0; !stop; n++) {
+          const agent_id = agents[w % agents.length]!;
+          sent++;
+          try {
+            const res = await call(proc.url, 'POST', '/events/', {
+              body: { agent_id, event_type: 'file_operation', payload: { operation: 'write', path: `/w/${w}/${n}`, worker: w, n } },
+            });
+            if (res.status === 200) acked.set(res.body.event_id, { agent_id, gate_status: res.body.gate_status, bii: res.body.bii, n });
+          } catch {
+            return; // the connection died with the server
+          }
+        }
+      };
+      const workers = Array.from({ length: 16 }, (_, w) => worker(w));
+      // Kill once a good number of events are acknowledged, while requests are in flight.
+      const deadline = Date.now() + 20_000;
+      while (acked.size < 1500 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      proc.child.kill('SIGKILL');
+      await proc.exited;
+      stop = true;
+      await Promise.all(workers);
+      expect(acked.size).toBeGreaterThan(100);
+      expect(sent).toBeGreaterThan(acked.size);
+
+      const again = await spawnServer(dir);
+      try {
+        const rows = parseLines((await call(again.url, 'GET', '/audit/export')).text);
+        const report = verifyRows(rows);
+        expect(report.ok).toBe(true);
+        const events = new Map<number, any>();
+        for (const row of rows) if (row.kind === 'event') events.set(row.body.event_id, row);
+        for (const [eventId, ack] of acked) {
+          const row = events.get(eventId);
+          expect(row, `acknowledged event ${eventId} missing`).toBeDefined();
+          expect(row.agent_id).toBe(ack.agent_id);
+          expect(row.body.gate_status).toBe(ack.gate_status);
+          expect(row.body.bii).toBe(ack.bii);
+          expect(row.body.payload.n).toBe(ack.n);
+        }
+        const next = await call(again.url, 'POST', '/events/', { body: { agent_id: 'k0', event_type: 'output_generated', payload: {} } });
+        expect(next.status).toBe(200);
+        const after = parseLines((await call(again.url, 'GET', `/audit/export?since_seq=${rows.length}`)).text);
+        expect(after.length).toBe(1);
+        expect(after[0].seq).toBe(rows.length + 1);
+        expect(after[0].prev_hash).toBe(report.head);
+        expect(next.body.event_id).toBe(Math.max(...events.keys()) + 1);
+      } finally {
+        again.child.kill('SIGTERM');
+        await again.exited;
+      }
+    } finally {
+      removeDir(dir);
+    }
+  });
+});
