@@ -25,7 +25,7 @@ describe('health and org', () => {
   });
 
   it('answers 401 with the JSON error body for a missing, malformed or unknown key', async () => {
-    for (const headers of [{}, { authorization: 'Basic abc' }, { authorization: 'Bearer vgl_nope' }]) {
+    for (const headers of [{}, { authorization: 'Basic abc' }, { authorization: 'Bearer vgl_nope' }] as Record<string, string>[]) {
       const res = await call(server.url, 'GET', '/orgs/me', { key: null, headers });
       expect(res.status).toBe(401);
       expect(res.body.error.code).toBe('unauthorized');
