@@ -1,0 +1,113 @@
+import { describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig } from '../../src/config.js';
+
+describe('loadConfig', () => {
+  it('applies the documented defaults to an empty environment', () => {
+    const config = loadConfig({});
+    expect(config).toMatchObject({
+      port: 8080,
+      host: '127.0.0.1',
+      dataDir: './data',
+      durability: 'sync',
+      publicRateLimitPerMinute: 60,
+      webhookRetrySchedule: [60, 300, 1800, 7200, 43200],
+      baseUrl: 'http://127.0.0.1:8080',
+      appUrl: 'http://127.0.0.1:8080',
+      demo: false,
+      webhookAllowPrivate: false,
+      keyRateLimitPerSecond: 0,
+      maxPendingPerOrg: 10_000,
+      natsUrl: undefined,
+      bootstrap: undefined,
+    });
+  });
+
+  it('reads the environment object it is given, not process.env', () => {
+    const saved = process.env.VIGIL_PORT;
+    process.env.VIGIL_PORT = '9999';
+    try {
+      expect(loadConfig({}).port).toBe(8080);
+    } finally {
+      if (saved === undefined) delete process.env.VIGIL_PORT;
+      else process.env.VIGIL_PORT = saved;
+    }
+  });
+
+  it('parses values from the environment', () => {
+    const config = loadConfig({
+      VIGIL_PORT: '9090',
+      VIGIL_HOST: '0.0.0.0',
+      VIGIL_DATA_DIR: '/var/lib/vigil',
+      VIGIL_DURABILITY: 'process',
+      VIGIL_PUBLIC_RATE_LIMIT: '5',
+      VIGIL_WEBHOOK_RETRY_SCHEDULE: '1, 2,3',
+      VIGIL_DEMO: 'true',
+      VIGIL_WEBHOOK_ALLOW_PRIVATE: '1',
+    });
+    expect(config).toMatchObject({
+      port: 9090,
+      host: '0.0.0.0',
+      dataDir: '/var/lib/vigil',
+      durability: 'process',
+      publicRateLimitPerMinute: 5,
+      webhookRetrySchedule: [1, 2, 3],
+      demo: true,
+      webhookAllowPrivate: true,
+      baseUrl: 'http://0.0.0.0:9090',
+    });
+  });
+
+  it('strips trailing slashes from VIGIL_BASE_URL and uses it as the default app URL', () => {
+    const config = loadConfig({ VIGIL_BASE_URL: 'https://vigil.example.com//' });
+    expect(config.baseUrl).toBe('https://vigil.example.com');
+    expect(config.appUrl).toBe('https://vigil.example.com');
+    expect(loadConfig({ VIGIL_BASE_URL: 'https://a.example', VIGIL_APP_URL: 'https://b.example/' }).appUrl).toBe('https://b.example');
+  });
+
+  for (const port of ['abc', '70000', '-1', '80.5']) {
+    it(`rejects VIGIL_PORT=${JSON.stringify(port)} with a ConfigError`, () => {
+      expect(() => loadConfig({ VIGIL_PORT: port })).toThrow(ConfigError);
+      expect(() => loadConfig({ VIGIL_PORT: port })).toThrow(/VIGIL_PORT/);
+    });
+  }
+
+  it('rejects other invalid values with a ConfigError', () => {
+    for (const env of [
+      { VIGIL_DURABILITY: 'fsync' },
+      { VIGIL_PUBLIC_RATE_LIMIT: '0' },
+      { VIGIL_DEMO: 'yes' },
+      { VIGIL_BASE_URL: 'not a url' },
+      { VIGIL_WEBHOOK_RETRY_SCHEDULE: '60,soon' },
+      { VIGIL_WEBHOOK_RETRY_SCHEDULE: '60,-5' },
+    ]) {
+      expect(() => loadConfig(env), JSON.stringify(env)).toThrow(ConfigError);
+    }
+  });
+
+  it('requires VIGIL_BOOTSTRAP_ORG and VIGIL_BOOTSTRAP_KEY together', () => {
+    expect(() => loadConfig({ VIGIL_BOOTSTRAP_ORG: 'acme' })).toThrow(ConfigError);
+    expect(() => loadConfig({ VIGIL_BOOTSTRAP_KEY: 'vgl_secret' })).toThrow(ConfigError);
+    expect(loadConfig({ VIGIL_BOOTSTRAP_ORG: 'acme', VIGIL_BOOTSTRAP_KEY: 'vgl_secret' }).bootstrap).toEqual({
+      org: 'acme',
+      key: 'vgl_secret',
+    });
+  });
+
+  it('ConfigError is an Error named ConfigError', () => {
+    try {
+      loadConfig({ VIGIL_PORT: 'abc' });
+      expect.unreachable('loadConfig should have thrown');
+    } catch (error) {
+      expect(error).toBeInstanceOf(Error);
+      expect((error as Error).name).toBe('ConfigError');
+    }
+  });
+});
+
+describe('empty variables', () => {
+  it('treats an empty variable as unset', () => {
+    const config = loadConfig({ VIGIL_PORT: '', VIGIL_WEBHOOK_RETRY_SCHEDULE: '' });
+    expect(config.port).toBe(8080);
+    expect(config.webhookRetrySchedule).toEqual([60, 300, 1800, 7200, 43200]);
+  });
+});
