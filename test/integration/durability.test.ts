@@ -112,3 +112,50 @@ describe('kill -9 under concurrent load', () => {
     }
   });
 });
+
+describe('first start', () => {
+  it('creates org default and prints an admin key once, which works; a restart prints none', async () => {
+    const dir = tempDir();
+    try {
+      const env = { VIGIL_BOOTSTRAP_ORG: '', VIGIL_BOOTSTRAP_KEY: '' };
+      const first = await spawnServer(dir, env);
+      const key = /vgl_[A-Za-z0-9_-]{43}/.exec(first.output())?.[0];
+      expect(key).toBeDefined();
+      const me = await call(first.url, 'GET', '/orgs/me', { key: key! });
+      expect(me.body.slug).toBe('default');
+      expect(me.body.key.scopes).toEqual(['events:write', 'review', 'admin']);
+      first.child.kill('SIGTERM');
+      await first.exited;
+      const second = await spawnServer(dir, env);
+      expect(second.output()).not.toMatch(/vgl_/);
+      expect((await call(second.url, 'GET', '/orgs/me', { key: key! })).status).toBe(200);
+      second.child.kill('SIGTERM');
+      await second.exited;
+    } finally {
+      removeDir(dir);
+    }
+  });
+});
+
+describe('overload', () => {
+  it('answers 429 with Retry-After past VIGIL_MAX_PENDING and records only what it acknowledged', async () => {
+    const s = await startServer({ VIGIL_MAX_PENDING: '1' });
+    try {
+      await call(s.url, 'POST', '/agents/', { body: { agent_id: 'o', name: 'O' } });
+      const results = await Promise.all(
+        Array.from({ length: 60 }, (_, i) => call(s.url, 'POST', '/events/', { body: { agent_id: 'o', event_type: 'output_generated', payload: { i } } })),
+      );
+      const ok = results.filter((r) => r.status === 200);
+      const limited = results.filter((r) => r.status === 429);
+      expect(ok.length + limited.length).toBe(60);
+      expect(limited.length).toBeGreaterThan(0);
+      expect(limited[0]!.body.error.code).toBe('overloaded');
+      expect(limited[0]!.headers.get('retry-after')).toBe('1');
+      const rows = parseLines((await call(s.url, 'GET', '/audit/export')).text);
+      expect(rows.filter((r) => r.kind === 'event').length).toBe(ok.length);
+    } finally {
+      await s.close();
+      removeDir(s.dataDir);
+    }
+  });
+});

@@ -1,0 +1,48 @@
+import { describe, expect, it } from 'vitest';
+import { applyAgentRecord, applyEventRecord, emptyOrgState, planIngest, planRegister } from '../../src/domain/org-state.js';
+import { POLICY_V1, policyDigest } from '../../src/domain/policy.js';
+import type { IngestEventBody } from '../../src/domain/schemas.js';
+
+const DIGEST = policyDigest(POLICY_V1);
+const event = (agent_id: string, dti: number | null = null): IngestEventBody => ({
+  agent_id,
+  event_type: 'output_generated',
+  payload: {},
+  dti,
+  source: 'self',
+  actor: null,
+});
+
+describe('org state rules', () => {
+  it('refuses a duplicate registration as a value', () => {
+    const state = emptyOrgState();
+    const first = planRegister(state, { agent_id: 'a', name: 'A', kind: 'production', observed: true }, 't');
+    expect('ok' in first).toBe(false);
+    expect(planRegister(state, { agent_id: 'a', name: 'A', kind: 'production', observed: true }, 't')).toMatchObject({ ok: false, code: 'conflict' });
+  });
+
+  it('refuses events for unknown agents (not_found) and retired agents (conflict)', () => {
+    const state = emptyOrgState();
+    expect(planIngest(state, event('ghost'), POLICY_V1, DIGEST)).toMatchObject({ ok: false, code: 'not_found' });
+    applyAgentRecord(state, { agent_id: 'old', name: 'Old', kind: 'production', observed: true, is_active: false }, 't');
+    expect(planIngest(state, event('old'), POLICY_V1, DIGEST)).toMatchObject({ ok: false, code: 'conflict' });
+    expect(state.nextEventId).toBe(1);
+  });
+
+  it('numbers events per org and rebuilds the same state from the recorded bodies', () => {
+    const live = emptyOrgState();
+    planRegister(live, { agent_id: 'a', name: 'A', kind: 'production', observed: true }, 't');
+    const bodies: Record<string, unknown>[] = [];
+    for (const dti of [0.1, 0.99, 0.5, null]) {
+      const planned = planIngest(live, event('a', dti), POLICY_V1, DIGEST);
+      if ('ok' in planned) throw new Error('refused');
+      bodies.push(planned.body);
+    }
+    expect(bodies.map((b) => b.event_id)).toEqual([1, 2, 3, 4]);
+    const replayed = emptyOrgState();
+    applyAgentRecord(replayed, { agent_id: 'a', name: 'A', kind: 'production', observed: true }, 't');
+    for (const body of bodies) applyEventRecord(replayed, 'a', body, POLICY_V1);
+    expect(replayed.nextEventId).toBe(5);
+    expect(replayed.agents.get('a')!.scoring).toEqual(live.agents.get('a')!.scoring);
+  });
+});
