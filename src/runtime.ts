@@ -1,5 +1,6 @@
 import { AgentDirectory } from './actors/agent-directory.js';
 import { OrgActors } from './actors/org-actors.js';
+import { PublicRecords } from './actors/public-records.js';
 import type { Bus } from './bus/bus.js';
 import { MemoryBus } from './bus/memory.js';
 import type { Config } from './config.js';
@@ -38,9 +39,10 @@ export async function startRuntime(config: Config, log: Log = jsonLog): Promise<
   const firstKey = await bootstrap(config, store, registry, log);
 
   const bus: Bus = new MemoryBus(store);
+  const digest = policyDigest(POLICY_V1);
   const actors = new OrgActors(bus, {
     policy: POLICY_V1,
-    policyDigest: policyDigest(POLICY_V1),
+    policyDigest: digest,
     now,
     maxPending: config.maxPendingPerOrg,
   });
@@ -50,7 +52,8 @@ export async function startRuntime(config: Config, log: Log = jsonLog): Promise<
   await bus.subscribe(directory.onCommitted);
   log('info', 'projections rebuilt', { ms: Math.round(performance.now() - started) });
 
-  const http = await startHttpServer({ config, mode: 'embedded', bus, registry, ledger: store, directory, now });
+  const publicRecords = new PublicRecords(directory, config.appUrl, digest);
+  const http = await startHttpServer({ config, mode: 'embedded', bus, registry, ledger: store, directory, publicRecords, now });
   log('info', 'listening', { port: http.port, host: config.host, mode: 'embedded', data_dir: config.dataDir, durability: config.durability });
   return {
     port: http.port,

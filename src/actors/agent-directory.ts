@@ -1,13 +1,9 @@
 import type { CommittedHandler } from '../bus/bus.js';
+import { agentFromRecord, type AgentView } from '../domain/agent-record.js';
 import { rowBody } from '../domain/ledger.js';
 
 /** What is known of an agent from committed ledger records. */
-export interface AgentSummary {
-  agent_id: string;
-  name: string;
-  kind: string;
-  observed: boolean;
-  is_active: boolean;
+export interface AgentSummary extends AgentView {
   gate: string | null;
   bii: number | null;
   policy_digest: string | null;
@@ -15,12 +11,19 @@ export interface AgentSummary {
   last_event_at: string | null;
 }
 
+export interface OrgSummary {
+  agents: Map<string, AgentSummary>;
+  /** The org's ledger head (hex) and length, as of the last committed row seen. */
+  head: string | null;
+  length: number;
+}
+
 /**
- * Projection of agents per org, fed only by committed rows from the bus (replayed on start).
- * Single-threaded: updates and reads never interleave. Also tracks each org's head.
+ * Projection of every org's agents, fed only by committed rows from the bus (replayed on start).
+ * Single-threaded: an update and a read never interleave. Reads never touch the store.
  */
 export class AgentDirectory {
-  private readonly orgs = new Map<string, { agents: Map<string, AgentSummary>; head: string | null; length: number }>();
+  private readonly orgs = new Map<string, OrgSummary>();
 
   readonly onCommitted: CommittedHandler = (org, rows) => {
     let entry = this.orgs.get(org);
@@ -33,32 +36,18 @@ export class AgentDirectory {
       if (row.agentId === null) continue;
       let agent = entry.agents.get(row.agentId);
       if (row.kind === 'agent') {
-        const body = rowBody(row);
-        agent ??= {
-          agent_id: row.agentId,
-          name: '',
-          kind: 'production',
-          observed: true,
-          is_active: true,
-          gate: null,
-          bii: null,
-          policy_digest: null,
-          ledger_records: 0,
-          last_event_at: null,
-        };
-        if (typeof body.name === 'string') agent.name = body.name;
-        if (typeof body.kind === 'string') agent.kind = body.kind;
-        if (typeof body.observed === 'boolean') agent.observed = body.observed;
-        if (body.is_active === false) agent.is_active = false;
+        const view = agentFromRecord(agent, rowBody(row), row.recordedAt);
+        if (view === undefined) continue;
+        agent = agent === undefined ? { ...view, gate: null, bii: null, policy_digest: null, ledger_records: 0, last_event_at: null } : Object.assign(agent, view);
         entry.agents.set(row.agentId, agent);
       }
       if (agent === undefined) continue;
       agent.ledger_records++;
       if (row.kind === 'event') {
         const body = rowBody(row);
-        agent.gate = typeof body.gate_status === 'string' ? body.gate_status : agent.gate;
-        agent.bii = typeof body.bii === 'number' ? body.bii : agent.bii;
-        agent.policy_digest = typeof body.policy_digest === 'string' ? body.policy_digest : agent.policy_digest;
+        if (typeof body.gate_status === 'string') agent.gate = body.gate_status;
+        if (typeof body.bii === 'number') agent.bii = body.bii;
+        if (typeof body.policy_digest === 'string') agent.policy_digest = body.policy_digest;
         agent.last_event_at = row.recordedAt;
       }
     }
@@ -70,7 +59,7 @@ export class AgentDirectory {
     return this.orgs.get(org)?.agents.get(agentId);
   }
 
-  head(org: string): string | null {
-    return this.orgs.get(org)?.head ?? null;
+  org(org: string): OrgSummary | undefined {
+    return this.orgs.get(org);
   }
 }

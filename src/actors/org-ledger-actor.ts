@@ -7,6 +7,7 @@ import {
   emptyOrgState,
   planIngest,
   planRegister,
+  planUpdate,
   type OrgState,
   type Planned,
 } from '../domain/org-state.js';
@@ -128,6 +129,8 @@ export class OrgLedgerActor {
     switch (command.type) {
       case 'agent.register':
         return planRegister(this.state, command.agent, recordedAt);
+      case 'agent.update':
+        return planUpdate(this.state, command.agentId, command.changes, recordedAt);
       case 'event.ingest':
         return planIngest(this.state, command.event, this.options.policy, this.options.policyDigest);
     }

@@ -1,4 +1,4 @@
-import type { IngestEventBody, RegisterAgentBody } from '../domain/schemas.js';
+import type { IngestEventBody, RegisterAgentBody, UpdateAgentBody } from '../domain/schemas.js';
 import type { AgentView, IngestResult, Refusal } from '../domain/org-state.js';
 
 export type { AgentView, IngestResult, Refusal };
@@ -6,10 +6,12 @@ export type { AgentView, IngestResult, Refusal };
 /** Commands to an org's single writer. Tagged on `type`; every command names its org. */
 export type OrgCommand =
   | { type: 'agent.register'; org: string; agent: RegisterAgentBody }
+  | { type: 'agent.update'; org: string; agentId: string; changes: UpdateAgentBody }
   | { type: 'event.ingest'; org: string; event: IngestEventBody };
 
 interface ResultOf {
   'agent.register': AgentView;
+  'agent.update': AgentView;
   'event.ingest': IngestResult;
 }
 

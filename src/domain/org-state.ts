@@ -1,15 +1,9 @@
+import { agentFromRecord, type AgentChanges, type AgentView } from './agent-record.js';
 import type { Policy } from './policy.js';
 import type { IngestEventBody, RegisterAgentBody } from './schemas.js';
 import { FRESH_STATE, score, type Decision, type Gate, type ScoringState } from './scoring.js';
 
-export interface AgentView {
-  agent_id: string;
-  name: string;
-  kind: string;
-  observed: boolean;
-  is_active: boolean;
-  created_at: string;
-}
+export type { AgentView };
 
 export interface IngestResult extends Decision {
   event_id: number;
@@ -59,18 +53,27 @@ export function planRegister(state: OrgState, agent: RegisterAgentBody, recorded
   return { kind: 'agent', agentId: agent.agent_id, body, result: view };
 }
 
-/** Applies an `agent` record body (registration) to the state. */
+/**
+ * Plans an admin change. Retirement (`is_active: false`) is permanent: a retired agent takes no
+ * further change.
+ */
+export function planUpdate(state: OrgState, agentId: string, changes: AgentChanges, recordedAt: string): Planned<AgentView> {
+  const agent = state.agents.get(agentId);
+  if (agent === undefined) return { ok: false, code: 'not_found', message: `agent ${agentId} not found` };
+  if (!agent.view.is_active) return { ok: false, code: 'conflict', message: `agent ${agentId} is retired; retirement is permanent` };
+  const body = { agent_id: agentId, action: 'update', changes };
+  const view = applyAgentRecord(state, body, recordedAt);
+  return { kind: 'agent', agentId, body, result: view };
+}
+
+/** Applies an `agent` record body (registration or change) to the state. */
 export function applyAgentRecord(state: OrgState, body: Record<string, unknown>, recordedAt: string): AgentView {
   const id = String(body.agent_id);
-  const view: AgentView = {
-    agent_id: id,
-    name: String(body.name),
-    kind: String(body.kind),
-    observed: body.observed !== false,
-    is_active: body.is_active !== false,
-    created_at: recordedAt,
-  };
-  state.agents.set(id, { view, scoring: { ...FRESH_STATE } });
+  const existing = state.agents.get(id);
+  const view = agentFromRecord(existing?.view, body, recordedAt);
+  if (view === undefined) throw new Error(`ledger names an update of unknown agent ${id}`);
+  if (existing !== undefined && body.action === 'update') existing.view = view;
+  else state.agents.set(id, { view, scoring: { ...FRESH_STATE } });
   return view;
 }
 

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { LinkKind } from './agent-record.js';
 import { EventType } from './scoring.js';
 
 /** zod schemas of request bodies and shared value formats; validated once, at the edge. */
@@ -40,3 +41,24 @@ export const createKeyBody = z.strictObject({
   scopes,
   name: z.string().trim().min(1).max(100).optional(),
 });
+
+export const publicLink = z.strictObject({
+  kind: z.enum(LinkKind),
+  url: z
+    .string()
+    .max(200, 'url is at most 200 characters')
+    .refine((v) => /^https?:\/\/[^\s/?#]+[^\s]*$/i.test(v) && URL.canParse(v), 'url must be an http or https address'),
+});
+
+export const updateAgentBody = z
+  .strictObject({
+    public: z.boolean(),
+    public_links: z.array(publicLink).max(5, 'at most 5 public_links'),
+    is_active: z.boolean(),
+    name: z.string().trim().min(1).max(200),
+    kind: z.enum(AgentKind),
+    observed: z.boolean(),
+  })
+  .partial()
+  .refine((v) => Object.keys(v).length > 0, 'name at least one field to change');
+export type UpdateAgentBody = z.infer<typeof updateAgentBody>;

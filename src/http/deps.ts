@@ -1,4 +1,5 @@
 import type { AgentDirectory } from '../actors/agent-directory.js';
+import type { PublicRecords } from '../actors/public-records.js';
 import type { Bus } from '../bus/bus.js';
 import type { Refusal } from '../bus/messages.js';
 import type { Config } from '../config.js';
@@ -14,6 +15,7 @@ export interface AppDeps {
   registry: Registry;
   ledger: LedgerStore;
   directory: AgentDirectory;
+  publicRecords: PublicRecords;
   now: () => number;
 }
 

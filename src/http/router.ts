@@ -22,12 +22,15 @@ export interface RouteContext {
 
 export type RouteResult =
   | { status?: number; body: unknown; headers?: Record<string, string> }
+  | { status?: number; text: string; contentType: string; headers?: Record<string, string> }
   | { status?: number; lines: AsyncIterable<string> | Iterable<string>; contentType: string; headers?: Record<string, string> };
 
 export interface Route {
   method: 'get' | 'post' | 'patch' | 'del' | 'put' | 'options';
   path: string;
   auth: Auth;
+  /** Request headers the handler reads, beyond the ones every route gets (see COMMON_HEADERS). */
+  headers?: readonly string[];
   handler: (ctx: RouteContext) => RouteResult | Promise<RouteResult>;
 }
 
@@ -45,6 +48,7 @@ const STATUS_TEXT: Record<number, string> = {
 };
 
 const NO_KEY = undefined as unknown as KeyRecord;
+const COMMON_HEADERS = ['authorization', 'content-type', 'content-length', 'accept'] as const;
 
 interface Exchange {
   res: HttpResponse;
@@ -55,6 +59,7 @@ interface Exchange {
 export function mount(app: TemplatedApp, route: Route, deps: RouterDeps): void {
   const names = [...route.path.matchAll(/:([A-Za-z_]+)/g)].map((m) => m[1]!);
   const hasBody = route.method === 'post' || route.method === 'patch' || route.method === 'put';
+  const wanted = [...COMMON_HEADERS, ...(route.headers ?? [])];
   app[route.method](route.path, (res: HttpResponse, req: HttpRequest) => {
     const exchange: Exchange = { res, aborted: false };
     res.onAborted(() => {
@@ -62,9 +67,10 @@ export function mount(app: TemplatedApp, route: Route, deps: RouterDeps): void {
     });
     // Everything needed from `req` is copied now: it is invalid after this function returns.
     const headers: Record<string, string> = {};
-    req.forEach((k, v) => {
-      headers[k] = v;
-    });
+    for (const name of wanted) {
+      const value = req.getHeader(name);
+      if (value !== '') headers[name] = value;
+    }
     const params: Record<string, string> = {};
     names.forEach((name, i) => {
       params[name] = safeDecode(req.getParameter(i));
@@ -138,6 +144,10 @@ function respond(exchange: Exchange, result: RouteResult): void {
   const status = result.status ?? 200;
   if ('lines' in result) {
     void streamLines(exchange, status, result.contentType, result.lines, result.headers);
+    return;
+  }
+  if ('text' in result) {
+    write(exchange, status, result.contentType, result.text, result.headers);
     return;
   }
   const body = result.body === undefined ? '' : JSON.stringify(result.body);

@@ -3,8 +3,11 @@ import { VigilError } from '../errors.js';
 import type { AppDeps } from './deps.js';
 import { RateLimiter } from './rate-limit.js';
 import { mount, sendError, type Route } from './router.js';
+import { agentRoutes } from './routes/agents.js';
 import { auditRoutes } from './routes/audit.js';
 import { ingestRoutes } from './routes/ingest.js';
+import { pageRoutes } from './routes/pages.js';
+import { publicGate, publicRoutes } from './routes/public.js';
 import { systemRoutes } from './routes/system.js';
 
 export interface HttpServer {
@@ -17,7 +20,15 @@ export function startHttpServer(deps: AppDeps): Promise<HttpServer> {
   const app = uws.App();
   const keyLimiter =
     deps.config.keyRateLimitPerSecond > 0 ? new RateLimiter(deps.config.keyRateLimitPerSecond, 1000) : null;
-  const routes: Route[] = [...systemRoutes(deps), ...ingestRoutes(deps), ...auditRoutes(deps)];
+  const gate = publicGate(deps);
+  const routes: Route[] = [
+    ...systemRoutes(deps),
+    ...agentRoutes(deps),
+    ...ingestRoutes(deps),
+    ...auditRoutes(deps),
+    ...publicRoutes(deps, deps.publicRecords, gate),
+    ...pageRoutes(deps, deps.publicRecords, gate),
+  ];
   for (const route of routes) mount(app, route, { registry: deps.registry, keyLimiter, now: deps.now });
   app.any('/*', (res, req) => {
     const exchange = { res, aborted: false };

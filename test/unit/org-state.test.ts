@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { applyAgentRecord, applyEventRecord, emptyOrgState, planIngest, planRegister } from '../../src/domain/org-state.js';
+import { applyAgentRecord, applyEventRecord, emptyOrgState, planIngest, planRegister, planUpdate } from '../../src/domain/org-state.js';
 import { POLICY_V1, policyDigest } from '../../src/domain/policy.js';
 import type { IngestEventBody } from '../../src/domain/schemas.js';
 
@@ -24,8 +24,11 @@ describe('org state rules', () => {
   it('refuses events for unknown agents (not_found) and retired agents (conflict)', () => {
     const state = emptyOrgState();
     expect(planIngest(state, event('ghost'), POLICY_V1, DIGEST)).toMatchObject({ ok: false, code: 'not_found' });
-    applyAgentRecord(state, { agent_id: 'old', name: 'Old', kind: 'production', observed: true, is_active: false }, 't');
+    applyAgentRecord(state, { agent_id: 'old', name: 'Old', kind: 'production', observed: true }, 't');
+    expect(planUpdate(state, 'old', { is_active: false }, 't2')).toMatchObject({ kind: 'agent', body: { action: 'update', changes: { is_active: false } } });
     expect(planIngest(state, event('old'), POLICY_V1, DIGEST)).toMatchObject({ ok: false, code: 'conflict' });
+    expect(planUpdate(state, 'old', { is_active: true }, 't3')).toMatchObject({ ok: false, code: 'conflict' });
+    expect(planUpdate(state, 'ghost', { public: true }, 't3')).toMatchObject({ ok: false, code: 'not_found' });
     expect(state.nextEventId).toBe(1);
   });
 

@@ -1,0 +1,53 @@
+/**
+ * Agent registry facts as the ledger records them. An `agent` record body is either a
+ * registration `{agent_id, name, kind, observed}` or a change `{agent_id, action: "update",
+ * changes: {...}}`; folding them in order gives the agent's current facts. The org writer and the
+ * projections fold with this same function, so both always agree.
+ */
+export const LinkKind = ['website', 'code_host', 'social', 'agent_network', 'other'] as const;
+export type LinkKind = (typeof LinkKind)[number];
+
+export interface PublicLink {
+  kind: LinkKind;
+  url: string;
+}
+
+export interface AgentView {
+  agent_id: string;
+  name: string;
+  kind: string;
+  observed: boolean;
+  is_active: boolean;
+  public: boolean;
+  public_links: PublicLink[];
+  created_at: string;
+  updated_at: string;
+}
+
+export interface AgentChanges {
+  name?: string;
+  kind?: string;
+  observed?: boolean;
+  is_active?: boolean;
+  public?: boolean;
+  public_links?: PublicLink[];
+}
+
+export function agentFromRecord(prev: AgentView | undefined, body: Record<string, unknown>, recordedAt: string): AgentView | undefined {
+  if (body.action === 'update') {
+    if (prev === undefined) return undefined;
+    const changes = (body.changes ?? {}) as AgentChanges;
+    return { ...prev, ...changes, updated_at: recordedAt };
+  }
+  return {
+    agent_id: String(body.agent_id),
+    name: String(body.name),
+    kind: String(body.kind),
+    observed: body.observed !== false,
+    is_active: true,
+    public: false,
+    public_links: [],
+    created_at: recordedAt,
+    updated_at: recordedAt,
+  };
+}

@@ -1,0 +1,44 @@
+import { agentId, registerAgentBody, updateAgentBody } from '../../domain/schemas.js';
+import { VigilError } from '../../errors.js';
+import { unwrap, type AppDeps } from '../deps.js';
+import type { Route } from '../router.js';
+import { validate } from '../validate.js';
+
+/** Agent registration, reading and administration. Writes go to the org's single writer. */
+export function agentRoutes(deps: AppDeps): Route[] {
+  const register: Route['handler'] = async ({ key, body }) => {
+    const agent = validate(registerAgentBody, body);
+    const view = unwrap(await deps.bus.request({ type: 'agent.register', org: key.org, agent }));
+    return { status: 201, body: view };
+  };
+  const ownAgentId = (raw: string | undefined): string => {
+    const parsed = agentId.safeParse(raw);
+    if (!parsed.success) throw new VigilError('not_found', `agent ${raw ?? ''} not found`);
+    return parsed.data;
+  };
+  return [
+    { method: 'post', path: '/agents/', auth: 'key', handler: register },
+    { method: 'post', path: '/agents', auth: 'key', handler: register },
+    {
+      method: 'get',
+      path: '/agents/:agent_id',
+      auth: 'key',
+      handler: ({ key, params }) => {
+        const id = ownAgentId(params.agent_id);
+        const agent = deps.directory.get(key.org, id);
+        if (agent === undefined) throw new VigilError('not_found', `agent ${id} not found`);
+        return { body: agent };
+      },
+    },
+    {
+      method: 'patch',
+      path: '/admin/agents/:agent_id',
+      auth: 'admin',
+      handler: async ({ key, params, body }) => {
+        const id = ownAgentId(params.agent_id);
+        const changes = validate(updateAgentBody, body);
+        return { body: unwrap(await deps.bus.request({ type: 'agent.update', org: key.org, agentId: id, changes })) };
+      },
+    },
+  ];
+}

@@ -1,0 +1,122 @@
+import { agentId, orgSlug } from '../../domain/schemas.js';
+import type { PublicRecords, Rendered } from '../../actors/public-records.js';
+import { VigilError } from '../../errors.js';
+import type { AppDeps } from '../deps.js';
+import { errorResponse } from '../errors.js';
+import { RateLimiter } from '../rate-limit.js';
+import type { Route, RouteContext, RouteResult } from '../router.js';
+
+/** One answer for every reason a public record is not shown, byte for byte. */
+export const PUBLIC_NOT_FOUND = JSON.stringify({ error: { code: 'not_found', message: 'no public agent record here' } });
+
+const CORS = {
+  'access-control-allow-origin': '*',
+  'access-control-expose-headers': 'ETag, X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset, Retry-After',
+};
+const CACHEABLE = { 'cache-control': 'public, max-age=60', vary: 'Accept-Encoding' };
+const NO_STORE = { 'cache-control': 'no-store' };
+
+export interface PublicGate {
+  /** Rate limit, no-key rule and shared headers for every public answer; null when it may proceed. */
+  admit(ctx: RouteContext): { headers: Record<string, string>; refusal: RouteResult | null };
+}
+
+/** The rate limiter and rules shared by the public JSON routes and the human page. */
+export function publicGate(deps: AppDeps): PublicGate {
+  const limiter = new RateLimiter(deps.config.publicRateLimitPerMinute, 60_000, 100_000);
+  return {
+    admit(ctx) {
+      const decision = limiter.take(ctx.ip, deps.now());
+      const headers: Record<string, string> = {
+        ...CORS,
+        'x-ratelimit-limit': String(decision.limit),
+        'x-ratelimit-remaining': String(decision.remaining),
+        'x-ratelimit-reset': String(decision.resetSeconds),
+      };
+      if (!decision.allowed) {
+        const refused = errorResponse(new VigilError('rate_limited', 'too many public reads from this address', undefined, { retryAfterSeconds: decision.resetSeconds }));
+        return { headers, refusal: { status: 429, text: refused.body, contentType: 'application/json', headers: { ...headers, ...NO_STORE, ...refused.headers } } };
+      }
+      if (ctx.headers.authorization !== undefined) {
+        const refused = errorResponse(
+          new VigilError('bad_request', 'public routes take no key: do not send Authorization to a cacheable public route', [
+            { path: 'headers.authorization', message: 'must be absent' },
+          ]),
+        );
+        return { headers, refusal: { status: 400, text: refused.body, contentType: 'application/json', headers: { ...headers, ...NO_STORE } } };
+      }
+      return { headers, refusal: null };
+    },
+  };
+}
+
+function parseInt(value: string | null, fallback: number, min: number, max: number): number | null {
+  if (value === null) return fallback;
+  if (!/^\d{1,9}$/.test(value)) return null;
+  const n = Number(value);
+  return n >= min && n <= max ? n : null;
+}
+
+function rendered(ctx: RouteContext, found: Rendered | undefined, headers: Record<string, string>): RouteResult {
+  if (found === undefined) {
+    return { status: 404, text: PUBLIC_NOT_FOUND, contentType: 'application/json', headers: { ...headers, ...CACHEABLE } };
+  }
+  const out = { ...headers, ...CACHEABLE, etag: found.etag };
+  if (ctx.headers['if-none-match'] === found.etag) return { status: 304, text: '', contentType: 'application/json', headers: out };
+  return { text: found.json, contentType: 'application/json', headers: out };
+}
+
+/** GET /public/agents/{org}/{agent_id} and GET /public/agents/{org}: no key, from memory. */
+export function publicRoutes(deps: AppDeps, records: PublicRecords, gate: PublicGate): Route[] {
+  const preflight: Route['handler'] = () => ({
+    status: 204,
+    text: '',
+    contentType: 'text/plain',
+    headers: {
+      ...CORS,
+      'access-control-allow-methods': 'GET, OPTIONS',
+      'access-control-allow-headers': 'If-None-Match, Content-Type',
+      'access-control-max-age': '86400',
+    },
+  });
+  return [
+    {
+      method: 'get',
+      path: '/public/agents/:org/:agent_id',
+      auth: 'none',
+      headers: ['if-none-match'],
+      handler: (ctx) => {
+        const { headers, refusal } = gate.admit(ctx);
+        if (refusal !== null) return refusal;
+        const org = ctx.params.org ?? '';
+        const id = ctx.params.agent_id ?? '';
+        const valid = orgSlug.safeParse(org).success && agentId.safeParse(id).success;
+        return rendered(ctx, valid ? records.recordJson(org, id) : undefined, headers);
+      },
+    },
+    {
+      method: 'get',
+      path: '/public/agents/:org',
+      auth: 'none',
+      headers: ['if-none-match'],
+      handler: (ctx) => {
+        const { headers, refusal } = gate.admit(ctx);
+        if (refusal !== null) return refusal;
+        const limit = parseInt(ctx.query.get('limit'), 50, 1, 100);
+        const offset = parseInt(ctx.query.get('offset'), 0, 0, 1e9);
+        if (limit === null || offset === null) {
+          const details = [
+            ...(limit === null ? [{ path: 'limit', message: 'an integer from 1 to 100' }] : []),
+            ...(offset === null ? [{ path: 'offset', message: 'an integer of 0 or more' }] : []),
+          ];
+          const refused = errorResponse(new VigilError('validation_failed', 'invalid query', details));
+          return { status: 400, text: refused.body, contentType: 'application/json', headers: { ...headers, ...NO_STORE } };
+        }
+        const org = ctx.params.org ?? '';
+        return rendered(ctx, orgSlug.safeParse(org).success ? records.listJson(org, limit, offset) : undefined, headers);
+      },
+    },
+    { method: 'options', path: '/public/agents/:org/:agent_id', auth: 'none', handler: preflight },
+    { method: 'options', path: '/public/agents/:org', auth: 'none', handler: preflight },
+  ];
+}
