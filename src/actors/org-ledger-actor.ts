@@ -26,14 +26,23 @@ export interface OrgActorOptions {
   now: () => number;
   /** Commands waiting beyond this are refused with `overloaded` (HTTP 429). */
   maxPending: number;
+  /** Batches appended but not yet durable at once (group commit pipelining). */
+  maxInflight?: number;
 }
+
+const UNAVAILABLE: OrgReply = { ok: false, code: 'unavailable', message: 'the ledger could not be written; nothing was recorded, retry' };
 
 /**
  * The single writer of one org's ledger. Holds the chain head, next seq and every agent's scoring
- * state in memory. Only one batch is processed at a time: commands are decided strictly in
- * arrival order, the batch's rows are appended with one durable write (group commit), and only
- * then are the callers answered. If an append fails, the batch is refused and the state is
- * rebuilt from the ledger, so memory never runs ahead of what is durable.
+ * state in memory.
+ *
+ * Commands are decided strictly in arrival order. All commands that arrive while earlier batches
+ * are being committed form the next batch, appended with one durable write (group commit). Up to
+ * `maxInflight` batches may be committing at once; each is conditional on the one before it, so
+ * they commit in order or not at all. A caller is answered only once its batch, and every batch
+ * before it, is durable. If an append fails, that batch and every later one in flight are refused
+ * and the state is rebuilt from the ledger before anything else is decided, so memory never runs
+ * ahead of what is durable.
  */
 export class OrgLedgerActor {
   private state: OrgState = emptyOrgState();
@@ -41,22 +50,24 @@ export class OrgLedgerActor {
   private head: Buffer = GENESIS_HASH;
   private lastRecordedMs = 0;
   private queue: Pending[] = [];
-  private running = false;
+  private inflight = 0;
+  /** Settles when every launched batch has been answered, in launch order. */
+  private tail: Promise<void> = Promise.resolve();
+  private broken = false;
+  private readonly maxInflight: number;
 
   private constructor(
     readonly org: string,
     private readonly bus: Bus,
     private readonly options: OrgActorOptions,
-  ) {}
+  ) {
+    this.maxInflight = options.maxInflight ?? 4;
+  }
 
   static async start(org: string, bus: Bus, options: OrgActorOptions): Promise<OrgLedgerActor> {
     const actor = new OrgLedgerActor(org, bus, options);
     await actor.recover();
     return actor;
-  }
-
-  get length(): number {
-    return this.lastSeq;
   }
 
   submit(command: OrgCommand): Promise<OrgReply> {
@@ -65,27 +76,22 @@ export class OrgLedgerActor {
     }
     return new Promise((resolve) => {
       this.queue.push({ command, resolve });
-      if (!this.running) void this.run();
+      this.pump();
     });
   }
 
-  private async run(): Promise<void> {
-    this.running = true;
-    try {
-      while (this.queue.length > 0) {
-        const batch = this.queue;
-        this.queue = [];
-        await this.process(batch);
-      }
-    } finally {
-      this.running = false;
+  private pump(): void {
+    while (!this.broken && this.inflight < this.maxInflight && this.queue.length > 0) {
+      const batch = this.queue;
+      this.queue = [];
+      this.launch(batch);
     }
   }
 
-  private async process(batch: Pending[]): Promise<void> {
+  private launch(batch: Pending[]): void {
     const expectedLastSeq = this.lastSeq;
-    const startHead = this.head;
     const recordedMs = Math.max(this.options.now(), this.lastRecordedMs);
+    this.lastRecordedMs = recordedMs;
     const recordedAt = new Date(recordedMs).toISOString();
     const rows: LedgerRow[] = [];
     const replies: OrgReply[] = [];
@@ -102,27 +108,45 @@ export class OrgLedgerActor {
       replies.push({ ok: true, value: planned.result } as OrgReply);
     }
 
-    let failure: string | null = null;
+    this.inflight++;
+    const appended: Promise<string | null> =
+      rows.length === 0
+        ? Promise.resolve(null)
+        : this.bus.append(this.org, rows, expectedLastSeq).then(
+            (outcome) => (outcome.ok ? null : 'the ledger was written by another writer'),
+            (error: unknown) => ensureError(error).message,
+          );
+    this.tail = this.tail
+      .then(() => appended)
+      .then(async (failure) => {
+        this.inflight--;
+        if (failure === null && !this.broken) {
+          batch.forEach((pending, i) => pending.resolve(replies[i]!));
+        } else {
+          if (!this.broken) {
+            this.broken = true;
+            console.error(JSON.stringify({ level: 'error', msg: 'ledger append failed', org: this.org, error: failure }));
+          }
+          for (const pending of batch) pending.resolve(UNAVAILABLE);
+        }
+        if (this.broken && this.inflight === 0) await this.heal();
+        this.pump();
+      });
+  }
+
+  /** After a failed append: rebuild from the ledger; if even that fails, refuse what waits. */
+  private async heal(): Promise<void> {
     try {
-      if (rows.length > 0) {
-        const outcome = await this.bus.append(this.org, rows, expectedLastSeq);
-        if (!outcome.ok) failure = 'the ledger was written by another writer';
-      }
+      await this.recover();
+      this.broken = false;
     } catch (error) {
-      failure = ensureError(error).message;
-    }
-    if (failure === null) {
-      this.lastRecordedMs = recordedMs;
-      batch.forEach((pending, i) => pending.resolve(replies[i]!));
-      return;
-    }
-    console.error(JSON.stringify({ level: 'error', msg: 'ledger append failed', org: this.org, error: failure }));
-    this.lastSeq = expectedLastSeq;
-    this.head = startHead;
-    for (const pending of batch) pending.resolve({ ok: false, code: 'unavailable', message: 'the ledger could not be written; retry' });
-    await this.recover().catch((error: unknown) => {
       console.error(JSON.stringify({ level: 'error', msg: 'recovery failed', org: this.org, error: ensureError(error).message }));
-    });
+      const waiting = this.queue;
+      this.queue = [];
+      for (const pending of waiting) pending.resolve(UNAVAILABLE);
+      // Stay broken and try again in a second; commands that arrive meanwhile wait.
+      this.tail = this.tail.then(() => new Promise((resolve) => setTimeout(resolve, 1000))).then(() => this.heal());
+    }
   }
 
   private plan(command: OrgCommand, recordedAt: string): Planned<unknown> {

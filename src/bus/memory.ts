@@ -6,13 +6,14 @@ import type { OrgCommand, ReplyTo } from './messages.js';
 const CHUNK = 1024;
 
 /**
- * In-process bus for embedded mode. One append per org may be in flight at a time (the org
- * writer awaits each batch), which is what the expected-last-seq check relies on. Commands are direct calls; the ledger log is the LMDB
+ * In-process bus for embedded mode. The expected-last-seq fence is checked by the store inside
+ * the write transaction (the row before the batch must exist), so appends may be pipelined. Commands are direct calls; the ledger log is the LMDB
  * ledger table, so a late subscriber replays from it before it sees live rows.
  */
 export class MemoryBus implements Bus {
   private handler: CommandHandler | null = null;
   private readonly subscribers = new Set<CommittedHandler>();
+  private readonly tails = new Map<string, Promise<void>>();
 
   constructor(private readonly log: LedgerStore) {}
 
@@ -31,12 +32,24 @@ export class MemoryBus implements Bus {
   async append(org: string, rows: readonly LedgerRow[], expectedLastSeq: number): Promise<AppendOutcome> {
     const first = rows[0];
     if (first === undefined) return { ok: true };
-    if (first.seq !== expectedLastSeq + 1 || (this.log.last(org)?.seq ?? 0) !== expectedLastSeq) {
-      return { ok: false, reason: 'conflict' };
-    }
-    const outcome = await this.log.append(org, rows);
-    if (outcome.ok) for (const subscriber of this.subscribers) deliver(subscriber, org, rows);
-    return outcome;
+    if (first.seq !== expectedLastSeq + 1) return { ok: false, reason: 'conflict' };
+    // Pipelined appends of one org settle in order; delivery is chained so it is in order too.
+    const appended = this.log.append(org, rows);
+    const previous = this.tails.get(org) ?? Promise.resolve();
+    const delivered = previous.then(async () => {
+      const outcome = await appended;
+      if (outcome.ok) for (const subscriber of this.subscribers) deliver(subscriber, org, rows);
+      return outcome;
+    });
+    const tail = delivered.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.tails.set(org, tail);
+    void tail.then(() => {
+      if (this.tails.get(org) === tail) this.tails.delete(org);
+    });
+    return delivered;
   }
 
   async *read(org: string, fromSeq: number): AsyncIterable<readonly LedgerRow[]> {

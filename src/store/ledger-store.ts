@@ -4,9 +4,10 @@ export type AppendOutcome = { ok: true } | { ok: false; reason: 'conflict' };
 
 /**
  * Append-only ledger table, keyed by [org, seq]. There is no update and no delete.
- * `append` writes a batch of one org's consecutive rows, conditional on the first seq being
- * absent (a second writer is refused, not merged), and resolves once the rows are durable at the
- * configured level. Appends for several orgs issued in the same turn share one transaction.
+ * `append` writes a batch of one org's consecutive rows, conditional on the previous seq being
+ * present and the first seq absent (a second writer is refused, not merged; no gap can form), and
+ * resolves once the rows are durable at the configured level. Appends may be pipelined: they
+ * commit in the order issued, and when one is refused every later one of that org is too.
  */
 export interface LedgerStore {
   append(org: string, rows: readonly LedgerRow[]): Promise<AppendOutcome>;

@@ -1,5 +1,5 @@
 import { mkdirSync } from 'node:fs';
-import { open, type Database, type RootDatabase } from 'lmdb';
+import { ABORT, open, type Database, type RootDatabase } from 'lmdb';
 import type { LedgerRow } from '../domain/ledger.js';
 import type { AppendOutcome, LedgerStore } from './ledger-store.js';
 import type { KeyRecord, OrgRecord, RegistryStore } from './registry-store.js';
@@ -36,12 +36,18 @@ export class LmdbStore implements LedgerStore, RegistryStore {
   async append(org: string, rows: readonly LedgerRow[]): Promise<AppendOutcome> {
     const first = rows[0];
     if (first === undefined) return { ok: true };
-    const written = await this.ledger.ifNoExists([org, first.seq], () => {
+    // Checked inside the write transaction: the row before the batch exists and the batch's first
+    // key does not. So batches may be pipelined: if one fails, every later one is refused too, and
+    // the ledger can never get a gap.
+    const result = await this.ledger.transaction(() => {
+      if (first.seq > 1 && !this.ledger.doesExist([org, first.seq - 1])) return ABORT;
+      if (this.ledger.doesExist([org, first.seq])) return ABORT;
       for (const r of rows) {
         void this.ledger.put([org, r.seq], [r.kind, r.recordedAt, r.agentId, r.bodyJson, r.contentHash, r.prevHash, r.chainHash]);
       }
+      return true;
     });
-    if (!written) return { ok: false, reason: 'conflict' };
+    if (result !== true) return { ok: false, reason: 'conflict' };
     await this.durable();
     return { ok: true };
   }
