@@ -61,7 +61,7 @@ export class OrgLedgerActor {
     private readonly bus: Bus,
     private readonly options: OrgActorOptions,
   ) {
-    this.maxInflight = options.maxInflight ?? 4;
+    this.maxInflight = options.maxInflight ?? 2;
   }
 
   static async start(org: string, bus: Bus, options: OrgActorOptions): Promise<OrgLedgerActor> {

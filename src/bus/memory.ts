@@ -7,7 +7,7 @@ const CHUNK = 1024;
 
 /**
  * In-process bus for embedded mode. The expected-last-seq fence is checked by the store inside
- * the write transaction (the row before the batch must exist), so appends may be pipelined. Commands are direct calls; the ledger log is the LMDB
+ * the write transaction, so appends may be pipelined. Commands are direct calls; the ledger log is the LMDB
  * ledger table, so a late subscriber replays from it before it sees live rows.
  */
 export class MemoryBus implements Bus {
@@ -34,7 +34,7 @@ export class MemoryBus implements Bus {
     if (first === undefined) return { ok: true };
     if (first.seq !== expectedLastSeq + 1) return { ok: false, reason: 'conflict' };
     // Pipelined appends of one org settle in order; delivery is chained so it is in order too.
-    const appended = this.log.append(org, rows);
+    const appended = this.log.append(org, rows, expectedLastSeq);
     const previous = this.tails.get(org) ?? Promise.resolve();
     const delivered = previous.then(async () => {
       const outcome = await appended;

@@ -4,13 +4,13 @@ export type AppendOutcome = { ok: true } | { ok: false; reason: 'conflict' };
 
 /**
  * Append-only ledger table, keyed by [org, seq]. There is no update and no delete.
- * `append` writes a batch of one org's consecutive rows, conditional on the previous seq being
- * present and the first seq absent (a second writer is refused, not merged; no gap can form), and
- * resolves once the rows are durable at the configured level. Appends may be pipelined: they
+ * `append` writes a batch of one org's consecutive rows, conditional on the org's last seq being
+ * `expectedLastSeq` at commit (a second or stale writer is refused, not merged; no gap can form),
+ * and resolves once the rows are durable at the configured level. Appends may be pipelined: they
  * commit in the order issued, and when one is refused every later one of that org is too.
  */
 export interface LedgerStore {
-  append(org: string, rows: readonly LedgerRow[]): Promise<AppendOutcome>;
+  append(org: string, rows: readonly LedgerRow[], expectedLastSeq: number): Promise<AppendOutcome>;
   /** The last row of an org, or undefined for an empty ledger. */
   last(org: string): LedgerRow | undefined;
   /** One row, or undefined. */

@@ -1,5 +1,5 @@
 import { mkdirSync } from 'node:fs';
-import { ABORT, open, type Database, type RootDatabase } from 'lmdb';
+import { open, type Database, type RootDatabase } from 'lmdb';
 import type { LedgerRow } from '../domain/ledger.js';
 import type { AppendOutcome, LedgerStore } from './ledger-store.js';
 import type { KeyRecord, OrgRecord, RegistryStore } from './registry-store.js';
@@ -21,6 +21,8 @@ export class LmdbStore implements LedgerStore, RegistryStore {
   private readonly ledger: Database<StoredRow, LedgerKey>;
   private readonly orgsDb: Database<OrgRecord, string>;
   private readonly keysDb: Database<KeyRecord, string>;
+  /** Per org: value and version are the last seq (the append fence). */
+  private readonly tails: Database<number, string>;
 
   constructor(
     dir: string,
@@ -31,23 +33,32 @@ export class LmdbStore implements LedgerStore, RegistryStore {
     this.ledger = this.root.openDB<StoredRow, LedgerKey>({ name: 'ledger', cache: false });
     this.orgsDb = this.root.openDB<OrgRecord, string>({ name: 'orgs' });
     this.keysDb = this.root.openDB<KeyRecord, string>({ name: 'keys' });
+    this.tails = this.root.openDB<number, string>({ name: 'tails', useVersions: true });
+    this.repairTails();
   }
 
-  async append(org: string, rows: readonly LedgerRow[]): Promise<AppendOutcome> {
-    const first = rows[0];
-    if (first === undefined) return { ok: true };
-    // Checked inside the write transaction: the row before the batch exists and the batch's first
-    // key does not. So batches may be pipelined: if one fails, every later one is refused too, and
-    // the ledger can never get a gap.
-    const result = await this.ledger.transaction(() => {
-      if (first.seq > 1 && !this.ledger.doesExist([org, first.seq - 1])) return ABORT;
-      if (this.ledger.doesExist([org, first.seq])) return ABORT;
+  /** A tail behind its ledger (a data dir written before tails existed) is moved up to it. */
+  private repairTails(): void {
+    for (const org of this.orgs()) {
+      const seq = this.last(org)?.seq ?? 0;
+      if ((this.tails.get(org) ?? 0) < seq) this.tails.putSync(org, seq, seq);
+    }
+  }
+
+  async append(org: string, rows: readonly LedgerRow[], expectedLastSeq: number): Promise<AppendOutcome> {
+    const last = rows[rows.length - 1];
+    if (last === undefined) return { ok: true };
+    // The fence lives in the write transaction: the org's tail version must still be the expected
+    // last seq. A stale writer is refused, and when one pipelined batch fails every later one of
+    // that org fails with it, so the ledger never gets a gap. No JavaScript runs on commit.
+    const fence = expectedLastSeq === 0 ? (null as unknown as number) : expectedLastSeq; // null: no tail yet
+    const written = await this.tails.ifVersion(org, fence, () => {
       for (const r of rows) {
         void this.ledger.put([org, r.seq], [r.kind, r.recordedAt, r.agentId, r.bodyJson, r.contentHash, r.prevHash, r.chainHash]);
       }
-      return true;
+      void this.tails.put(org, last.seq, last.seq);
     });
-    if (result !== true) return { ok: false, reason: 'conflict' };
+    if (!written) return { ok: false, reason: 'conflict' };
     await this.durable();
     return { ok: true };
   }

@@ -72,6 +72,26 @@ export function runBusContract(name: string, make: () => Promise<BusHarness>): v
       }
     });
 
+    it('commits pipelined appends in order, and refuses every append behind a refused one', async () => {
+      const h = await make();
+      try {
+        const rows = chain(9);
+        const a = h.bus.append('q', rows.slice(0, 3), 0);
+        const b = h.bus.append('q', rows.slice(3, 6), 3);
+        const stale = h.bus.append('x', chain(2), 5);
+        const c = h.bus.append('q', rows.slice(6), 6);
+        expect(await Promise.all([a, b, c, stale])).toEqual([{ ok: true }, { ok: true }, { ok: true }, { ok: false, reason: 'conflict' }]);
+        expect(await collect(h.bus, 'q')).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9]);
+        const more = chain(6, rows.at(-1));
+        const refused = h.bus.append('q', more.slice(0, 2), 8); // stale: the tail is 9
+        const behind = h.bus.append('q', more.slice(2, 4), 11); // builds on the refused batch
+        expect(await Promise.all([refused, behind])).toEqual([{ ok: false, reason: 'conflict' }, { ok: false, reason: 'conflict' }]);
+        expect(await collect(h.bus, 'q')).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9]);
+      } finally {
+        await h.dispose();
+      }
+    });
+
     it('replays committed rows to a new subscriber, then delivers live rows once, in order', async () => {
       const h = await make();
       try {

@@ -1,0 +1,228 @@
+/**
+ * HTTP load generation for the macro benchmark: wrk when it is installed (it is faster than the
+ * servers under test, so it measures them rather than itself), autocannon otherwise.
+ *
+ *   VIGIL_BENCH_TOOL=autocannon|wrk  force a tool (wrk fails if it cannot be found)
+ *   WRK_BIN=/path/to/wrk             use this wrk binary instead of searching PATH
+ */
+import autocannon from 'autocannon';
+import { execFile } from 'node:child_process';
+import { accessSync, constants, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { delimiter, join } from 'node:path';
+
+export interface LoadSpec {
+  url: string;
+  method: 'GET' | 'POST';
+  headers?: Record<string, string>;
+  body?: string;
+  connections: number;
+  durationSec: number;
+}
+
+export interface LoadResult {
+  tool: 'wrk' | 'autocannon';
+  rps: number;
+  /** Milliseconds, 2 decimals. */
+  p50: number;
+  /** Milliseconds, 2 decimals. */
+  p99: number;
+  /** Socket errors (connect/read/write/timeout) plus non-2xx responses. */
+  errors: number;
+  requests: number;
+}
+
+/** The load generator runLoad will use. */
+export function loadTool(): 'wrk' | 'autocannon' {
+  const forced = (process.env.VIGIL_BENCH_TOOL ?? '').trim().toLowerCase();
+  if (forced === 'autocannon') return 'autocannon';
+  if (forced === 'wrk') {
+    if (findWrk() === null) throw new Error('VIGIL_BENCH_TOOL=wrk but no wrk binary found (set WRK_BIN or add it to PATH)');
+    return 'wrk';
+  }
+  if (forced !== '') throw new Error(`VIGIL_BENCH_TOOL must be "wrk" or "autocannon", not ${JSON.stringify(forced)}`);
+  return findWrk() === null ? 'autocannon' : 'wrk';
+}
+
+export async function runLoad(spec: LoadSpec): Promise<LoadResult> {
+  if (!(spec.connections >= 1) || !(spec.durationSec >= 1)) {
+    throw new Error(`runLoad: connections and durationSec must be >= 1 (got ${spec.connections}, ${spec.durationSec})`);
+  }
+  return loadTool() === 'wrk' ? runWrk(spec, findWrk()!) : runAutocannon(spec);
+}
+
+// ---------------------------------------------------------------------------------------------
+// wrk
+
+function isExecutableFile(path: string): boolean {
+  try {
+    accessSync(path, constants.X_OK);
+    return statSync(path).isFile();
+  } catch {
+    return false;
+  }
+}
+
+function findWrk(): string | null {
+  const explicit = process.env.WRK_BIN;
+  if (explicit !== undefined && explicit !== '') return isExecutableFile(explicit) ? explicit : null;
+  for (const dir of (process.env.PATH ?? '').split(delimiter)) {
+    if (dir === '') continue;
+    const candidate = join(dir, 'wrk');
+    if (isExecutableFile(candidate)) return candidate;
+  }
+  return null;
+}
+
+/** A Lua string literal for any text: printable ASCII as is, every other byte as \ddd. */
+function luaString(text: string): string {
+  let out = '"';
+  for (const byte of Buffer.from(text, 'utf8')) {
+    if (byte >= 0x20 && byte < 0x7f && byte !== 0x22 && byte !== 0x5c) out += String.fromCharCode(byte);
+    else out += `\\${String(byte).padStart(3, '0')}`;
+  }
+  return `${out}"`;
+}
+
+/**
+ * The request setup plus a non-2xx counter. response() runs in each wrk thread's own Lua state,
+ * so setup() keeps every thread and done() sums their counters.
+ */
+function wrkScript(spec: LoadSpec): string {
+  const lines = [`wrk.method = ${luaString(spec.method)}`];
+  for (const [name, value] of Object.entries(spec.headers ?? {})) {
+    lines.push(`wrk.headers[${luaString(name)}] = ${luaString(value)}`);
+  }
+  if (spec.body !== undefined) lines.push(`wrk.body = ${luaString(spec.body)}`);
+  lines.push(
+    'local threads = {}',
+    'function setup(thread)',
+    '  table.insert(threads, thread)',
+    'end',
+    'function init(args)',
+    '  non2xx = 0',
+    'end',
+    'function response(status, headers, body)',
+    '  if status < 200 or status > 299 then',
+    '    non2xx = non2xx + 1',
+    '  end',
+    'end',
+    'function done(summary, latency, requests)',
+    '  local total = 0',
+    '  for _, thread in ipairs(threads) do',
+    '    total = total + (thread:get("non2xx") or 0)',
+    '  end',
+    '  io.write(string.format("NON2XX %d\\n", total))',
+    'end',
+    '',
+  );
+  return lines.join('\n');
+}
+
+/** wrk prints durations as e.g. 812.00us, 1.23ms, 2.00s, 1.50m, 1.00h. */
+function toMs(value: string, unit: string): number {
+  const n = Number(value);
+  switch (unit) {
+    case 'us':
+      return n / 1000;
+    case 'ms':
+      return n;
+    case 's':
+      return n * 1000;
+    case 'm':
+      return n * 60_000;
+    case 'h':
+      return n * 3_600_000;
+    default:
+      return Number.NaN;
+  }
+}
+
+function round2(n: number): number {
+  return Math.round(n * 100) / 100;
+}
+
+export function parseWrk(output: string): Omit<LoadResult, 'tool'> {
+  const need = (re: RegExp, what: string): RegExpExecArray => {
+    const match = re.exec(output);
+    if (match === null) throw new Error(`cannot parse wrk output (${what}):\n${output}`);
+    return match;
+  };
+  const percentile = (p: number): number => {
+    const match = need(new RegExp(`^\\s*${p}%\\s+([\\d.]+)(us|ms|s|m|h)\\s*$`, 'm'), `${p}% latency`);
+    return round2(toMs(match[1]!, match[2]!));
+  };
+  const rps = Number(need(/^Requests\/sec:\s+([\d.]+)/m, 'Requests/sec')[1]);
+  const requests = Number(need(/^\s*(\d+) requests in /m, 'requests in')[1]);
+  let socketErrors = 0;
+  const socket = /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/.exec(output);
+  if (socket !== null) socketErrors = socket.slice(1, 5).reduce((sum, n) => sum + Number(n), 0);
+  // Our Lua counter sees every status outside 2xx; wrk's own line only counts status > 399.
+  const lua = /^NON2XX (\d+)\s*$/m.exec(output);
+  const wrkNon2xx = /Non-2xx or 3xx responses: (\d+)/.exec(output);
+  const non2xx = lua !== null ? Number(lua[1]) : wrkNon2xx !== null ? Number(wrkNon2xx[1]) : 0;
+  return { rps: round2(rps), p50: percentile(50), p99: percentile(99), errors: socketErrors + non2xx, requests };
+}
+
+async function runWrk(spec: LoadSpec, wrk: string): Promise<LoadResult> {
+  const dir = mkdtempSync(join(tmpdir(), 'vigil-wrk-'));
+  try {
+    const script = join(dir, 'request.lua');
+    writeFileSync(script, wrkScript(spec));
+    const threads = Math.max(1, Math.min(2, spec.connections));
+    const args = [
+      `-t${threads}`,
+      `-c${spec.connections}`,
+      `-d${spec.durationSec}s`,
+      '--latency',
+      '-s',
+      script,
+      spec.url,
+    ];
+    const output = await new Promise<string>((resolve, reject) => {
+      execFile(
+        wrk,
+        args,
+        { timeout: (spec.durationSec + 30) * 1000, maxBuffer: 16 * 1024 * 1024, encoding: 'utf8' },
+        (error, stdout, stderr) => {
+          if (error !== null) reject(new Error(`wrk failed: ${error.message}\n${stdout}${stderr}`));
+          else resolve(stdout + stderr);
+        },
+      );
+    });
+    return { tool: 'wrk', ...parseWrk(output) };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// autocannon
+
+async function runAutocannon(spec: LoadSpec): Promise<LoadResult> {
+  const options: autocannon.Options = {
+    url: spec.url,
+    method: spec.method,
+    connections: spec.connections,
+    duration: spec.durationSec,
+  };
+  if (spec.headers !== undefined) options.headers = spec.headers;
+  if (spec.body !== undefined) options.body = spec.body;
+  const result = await autocannon(options);
+  const total = result.requests.total;
+  const rps =
+    Number.isFinite(result.requests.average) && result.requests.average > 0
+      ? result.requests.average
+      : result.duration > 0
+        ? total / result.duration
+        : 0;
+  return {
+    tool: 'autocannon',
+    rps: round2(rps),
+    p50: round2(result.latency.p50),
+    p99: round2(result.latency.p99),
+    // autocannon's `errors` already includes `timeouts` (it counts a timeout as both).
+    errors: result.errors + result.non2xx,
+    requests: total,
+  };
+}

@@ -1,0 +1,93 @@
+/**
+ * Bare uWebSockets.js peer for the macro benchmark: the same two routes Vigil serves hot, with
+ * no auth, validation, ledger or storage behind them. Run as its own process:
+ *   PORT=0 node --import tsx bench/peers/uws.ts
+ * Prints exactly one line, {"listening":<port>}, once it accepts connections; exits on SIGTERM.
+ */
+import uws from 'uWebSockets.js';
+import type { us_listen_socket } from 'uWebSockets.js';
+
+const JSON_TYPE = 'application/json';
+
+const DECISION = JSON.stringify({
+  event_id: 1,
+  action_id: 1,
+  gate_status: 'pass',
+  bii: 0.9,
+  composite_trust: 0.9,
+  reason: 'ok',
+  requires_human_review: false,
+});
+
+/** A fixed public agent record (~450 bytes), shaped like Vigil's GET /public/agents/:org/:agent_id. */
+const PUBLIC_RECORD = JSON.stringify({
+  org: 'bench',
+  agent_id: 'bench-agent',
+  name: 'Bench Support Assistant',
+  kind: 'assistant',
+  gate: 'pass',
+  bii: 0.9,
+  ledger_records: 1024,
+  ledger_head: 'fe14010b4fe83303852f0467c919ef9a7ca089b91e96e3aad7d426dd87079297',
+  last_event_at: '2025-01-01T00:00:00.000Z',
+  observed: true,
+  policy_digest: '823412d1eacb67956220e532959f0104603057c88704863ca38e7cd188fda812',
+  public_links: [],
+  verify_url: 'https://vigil.example.com/a/bench/bench-agent/verify',
+});
+
+const app = uws.App();
+
+app.post('/events/', (res) => {
+  let aborted = false;
+  res.onAborted(() => {
+    aborted = true;
+  });
+  const chunks: Buffer[] = [];
+  let size = 0;
+  res.onData((chunk, isLast) => {
+    // uWS reuses the chunk's memory once this callback returns: copy it.
+    chunks.push(Buffer.copyBytesFrom(new Uint8Array(chunk)));
+    size += chunk.byteLength;
+    if (!isLast || aborted) return;
+    let status = '200 OK';
+    let body = DECISION;
+    try {
+      JSON.parse(Buffer.concat(chunks, size).toString('utf8'));
+    } catch {
+      status = '400 Bad Request';
+      body = '{"error":"bad_request"}';
+    }
+    res.cork(() => {
+      res.writeStatus(status).writeHeader('content-type', JSON_TYPE).end(body);
+    });
+  });
+});
+
+app.get('/public/agents/:org/:agent_id', (res) => {
+  res.cork(() => {
+    res.writeStatus('200 OK').writeHeader('content-type', JSON_TYPE).end(PUBLIC_RECORD);
+  });
+});
+
+const requested = Number(process.env.PORT ?? '0');
+let listenSocket: us_listen_socket | null = null;
+app.listen('127.0.0.1', Number.isFinite(requested) ? requested : 0, (socket) => {
+  if (socket === false) {
+    process.stderr.write(`cannot listen on 127.0.0.1:${requested}\n`);
+    process.exit(1);
+  }
+  listenSocket = socket;
+  process.stdout.write(`${JSON.stringify({ listening: uws.us_socket_local_port(socket) })}\n`);
+});
+
+function shutdown(): void {
+  if (listenSocket !== null) {
+    uws.us_listen_socket_close(listenSocket);
+    listenSocket = null;
+  }
+  // Keep-alive connections would hold the event loop open; the peer has no state to flush.
+  process.exit(0);
+}
+process.on('SIGTERM', shutdown);
+process.on('SIGINT', shutdown);

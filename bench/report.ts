@@ -1,0 +1,287 @@
+/**
+ * Benchmark report: terminal tables, plus bench results written as JSON and Markdown (with an
+ * inline SVG bar chart of the Vigil-vs-peer ratios). No dependencies.
+ */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+export interface MacroRow {
+  scenario: string;
+  target: string;
+  rps: number;
+  p50: number;
+  p99: number;
+  errors: number;
+  requests: number;
+}
+
+export interface Ratio {
+  scenario: string;
+  against: string;
+  ratio: number;
+  goal?: number;
+}
+
+export interface BenchReport {
+  createdAt: string;
+  machine: { cpus: number; node: string; tool: string };
+  quick: boolean;
+  micro: { name: string; opsPerSec: number; meanUs: number }[];
+  macro: MacroRow[];
+  ratios: Ratio[];
+  ledger: Record<string, number | string>;
+  goals: { name: string; target: string; measured: string; met: boolean }[];
+}
+
+// ---------------------------------------------------------------------------------------------
+// formatting
+
+const intFormat = new Intl.NumberFormat('en-US', { maximumFractionDigits: 0 });
+const decFormat = new Intl.NumberFormat('en-US', { maximumFractionDigits: 2 });
+
+function ok(n: number): boolean {
+  return typeof n === 'number' && Number.isFinite(n);
+}
+
+/** 12,345 */
+export function fmtInt(n: number): string {
+  return ok(n) ? intFormat.format(Math.round(n)) : 'n/a';
+}
+
+/** 1.23 ms */
+export function fmtMs(n: number): string {
+  return ok(n) ? `${n.toFixed(2)} ms` : 'n/a';
+}
+
+/** 1.23× */
+export function fmtRatio(n: number): string {
+  return ok(n) ? `${n.toFixed(2)}×` : 'n/a';
+}
+
+function fmtUs(n: number): string {
+  if (!ok(n)) return 'n/a';
+  return n >= 100 ? `${decFormat.format(Math.round(n * 10) / 10)} µs` : `${n.toPrecision(3)} µs`;
+}
+
+function fmtValue(v: number | string): string {
+  return typeof v === 'number' ? (ok(v) ? decFormat.format(v) : 'n/a') : v;
+}
+
+interface Table {
+  head: string[];
+  rows: string[][];
+  /** Columns to right-align (numbers). */
+  right?: number[];
+}
+
+function microTable(r: BenchReport): Table {
+  return {
+    head: ['benchmark', 'ops/s', 'mean'],
+    rows: r.micro.map((m) => [m.name, fmtInt(m.opsPerSec), fmtUs(m.meanUs)]),
+    right: [1, 2],
+  };
+}
+
+function macroTable(r: BenchReport): Table {
+  return {
+    head: ['scenario', 'target', 'req/s', 'p50', 'p99', 'errors', 'requests'],
+    rows: r.macro.map((m) => [m.scenario, m.target, fmtInt(m.rps), fmtMs(m.p50), fmtMs(m.p99), fmtInt(m.errors), fmtInt(m.requests)]),
+    right: [2, 3, 4, 5, 6],
+  };
+}
+
+function ratioTable(r: BenchReport): Table {
+  return {
+    head: ['scenario', 'against', 'ratio', 'goal'],
+    rows: r.ratios.map((x) => [x.scenario, x.against, fmtRatio(x.ratio), x.goal === undefined ? '—' : `≥ ${fmtRatio(x.goal)}`]),
+    right: [2, 3],
+  };
+}
+
+function ledgerTable(r: BenchReport): Table {
+  return { head: ['metric', 'value'], rows: Object.entries(r.ledger).map(([k, v]) => [k, fmtValue(v)]), right: [1] };
+}
+
+function goalTable(r: BenchReport): Table {
+  return {
+    head: ['', 'goal', 'target', 'measured'],
+    rows: r.goals.map((g) => [g.met ? '✓' : '✗', g.name, g.target, g.measured]),
+  };
+}
+
+function sections(r: BenchReport): [string, Table][] {
+  return [
+    ['Micro', microTable(r)],
+    ['Macro', macroTable(r)],
+    ['Ratios', ratioTable(r)],
+    ['Ledger', ledgerTable(r)],
+    ['Goals', goalTable(r)],
+  ];
+}
+
+function machineLine(r: BenchReport): string {
+  return `${r.machine.cpus} CPUs · Node ${r.machine.node} · load tool ${r.machine.tool}${r.quick ? ' · quick run' : ''}`;
+}
+
+// ---------------------------------------------------------------------------------------------
+// terminal
+
+/** Display width, counting code points (good enough for ×, µ, ✓, ✗, —). */
+function width(s: string): number {
+  return [...s].length;
+}
+
+function pad(s: string, w: number, right: boolean): string {
+  const fill = ' '.repeat(Math.max(0, w - width(s)));
+  return right ? fill + s : s + fill;
+}
+
+function renderText(t: Table): string {
+  if (t.rows.length === 0) return '  (none)';
+  const right = new Set(t.right ?? []);
+  const widths = t.head.map((h, i) => Math.max(width(h), ...t.rows.map((row) => width(row[i] ?? ''))));
+  const line = (cells: string[]): string =>
+    `  ${widths.map((w, i) => pad(cells[i] ?? '', w, right.has(i))).join('  ')}`.trimEnd();
+  const rule = `  ${widths.map((w) => '─'.repeat(w)).join('  ')}`;
+  return [line(t.head), rule, ...t.rows.map(line)].join('\n');
+}
+
+export function printReport(r: BenchReport): void {
+  const out: string[] = ['', `Vigil benchmark — ${r.createdAt}`, machineLine(r)];
+  for (const [title, table] of sections(r)) out.push('', title, renderText(table));
+  const met = r.goals.filter((g) => g.met).length;
+  if (r.goals.length > 0) out.push('', `${met}/${r.goals.length} goals met`);
+  out.push('');
+  console.log(out.join('\n'));
+}
+
+// ---------------------------------------------------------------------------------------------
+// markdown + svg
+
+/** Table cell text: HTML-escaped (so `<x>` is shown, not parsed), pipes escaped, one line. */
+function mdCell(s: string): string {
+  return s
+    .replace(/&/g, '&amp;')
+    .replace(/</g, '&lt;')
+    .replace(/>/g, '&gt;')
+    .replace(/\\/g, '\\\\')
+    .replace(/\|/g, '\\|')
+    .replace(/\r?\n/g, ' ');
+}
+
+function renderMd(t: Table): string {
+  if (t.rows.length === 0) return '_none_';
+  const right = new Set(t.right ?? []);
+  const head = `| ${t.head.map(mdCell).join(' | ')} |`;
+  const align = `|${t.head.map((_, i) => (right.has(i) ? ' ---: ' : ' --- ')).join('|')}|`;
+  const rows = t.rows.map((row) => `| ${t.head.map((_, i) => mdCell(row[i] ?? '')).join(' | ')} |`);
+  return [head, align, ...rows].join('\n');
+}
+
+export function escapeXml(s: string): string {
+  return s
+    .replace(/&/g, '&amp;')
+    .replace(/</g, '&lt;')
+    .replace(/>/g, '&gt;')
+    .replace(/"/g, '&quot;')
+    .replace(/'/g, '&apos;')
+    // Characters XML 1.0 does not allow at all.
+    .replace(/[\u0000-\u0008\u000B\u000C\u000E-\u001F\uFFFE\uFFFF]/g, '');
+}
+
+/** Horizontal bars, one per ratio, with a dashed line at 1.0× and a marker at each goal. */
+export function ratioChartSvg(ratios: Ratio[]): string {
+  const labelW = 300;
+  const plotW = 380;
+  const valueW = 80;
+  const rowH = 28;
+  const barH = 16;
+  const top = 28;
+  const bottom = 26;
+  const width = labelW + plotW + valueW;
+  const height = top + Math.max(1, ratios.length) * rowH + bottom;
+  const finite = (n: number | undefined): n is number => n !== undefined && Number.isFinite(n) && n >= 0;
+  const maxValue = Math.max(1, ...ratios.flatMap((r) => [r.ratio, r.goal]).filter(finite));
+  const scaleMax = niceCeil(maxValue * 1.08);
+  const x = (v: number): number => labelW + (Math.min(v, scaleMax) / scaleMax) * plotW;
+  const f = (n: number): string => (Math.round(n * 10) / 10).toString();
+  const parts: string[] = [
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="system-ui, -apple-system, Segoe UI, Helvetica, Arial, sans-serif" font-size="12">`,
+    '<title>Vigil throughput relative to peers</title>',
+    `<rect x="0" y="0" width="${width}" height="${height}" fill="#ffffff"/>`,
+  ];
+  // Axis ticks.
+  const step = scaleMax / 4;
+  for (let i = 0; i <= 4; i++) {
+    const v = step * i;
+    const tx = x(v);
+    parts.push(
+      `<line x1="${f(tx)}" y1="${top - 6}" x2="${f(tx)}" y2="${height - bottom}" stroke="#eeeeee" stroke-width="1"/>`,
+      `<text x="${f(tx)}" y="${height - bottom + 16}" text-anchor="middle" fill="#666666">${escapeXml(fmtRatio(v))}</text>`,
+    );
+  }
+  ratios.forEach((r, i) => {
+    const y = top + i * rowH;
+    const barY = y + (rowH - barH) / 2;
+    const label = `${r.scenario} / ${r.against}`;
+    const value = finite(r.ratio) ? r.ratio : 0;
+    const metGoal = r.goal === undefined || (finite(r.ratio) && r.ratio >= r.goal);
+    const colour = r.goal === undefined ? '#4c78a8' : metGoal ? '#54a24b' : '#e45756';
+    parts.push(
+      `<text x="${labelW - 8}" y="${f(y + rowH / 2 + 4)}" text-anchor="end" fill="#222222">${escapeXml(label)}</text>`,
+      `<rect x="${labelW}" y="${f(barY)}" width="${f(Math.max(0, x(value) - labelW))}" height="${barH}" fill="${colour}"><title>${escapeXml(`${label}: ${fmtRatio(r.ratio)}${r.goal === undefined ? '' : ` (goal ${fmtRatio(r.goal)})`}`)}</title></rect>`,
+      // The value sits right of the bar, or of the goal marker when that is further right.
+      `<text x="${f(Math.max(x(value), finite(r.goal) ? x(r.goal) + 2 : 0) + 6)}" y="${f(y + rowH / 2 + 4)}" fill="#222222">${escapeXml(fmtRatio(r.ratio))}</text>`,
+    );
+    if (finite(r.goal)) {
+      const gx = x(r.goal);
+      parts.push(
+        `<line x1="${f(gx)}" y1="${f(barY - 4)}" x2="${f(gx)}" y2="${f(barY + barH + 4)}" stroke="#222222" stroke-width="2"><title>${escapeXml(`goal ${fmtRatio(r.goal)}`)}</title></line>`,
+        `<path d="M ${f(gx - 4)} ${f(barY - 8)} L ${f(gx + 4)} ${f(barY - 8)} L ${f(gx)} ${f(barY - 3)} Z" fill="#222222"/>`,
+      );
+    }
+  });
+  if (ratios.length === 0) {
+    parts.push(`<text x="${labelW - 8}" y="${top + rowH / 2 + 4}" text-anchor="end" fill="#666666">no ratios</text>`);
+  }
+  const oneX = x(1);
+  parts.push(
+    `<line x1="${f(oneX)}" y1="${top - 10}" x2="${f(oneX)}" y2="${height - bottom}" stroke="#555555" stroke-width="1.5" stroke-dasharray="4 3"/>`,
+    `<text x="${f(oneX)}" y="${top - 14}" text-anchor="middle" fill="#555555">1.0×</text>`,
+    '</svg>',
+  );
+  return parts.join('\n');
+}
+
+/** 1, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10 × 10^k, at least n. */
+function niceCeil(n: number): number {
+  const exp = Math.floor(Math.log10(n));
+  const base = 10 ** exp;
+  for (const m of [1, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10]) if (m * base >= n - 1e-9) return m * base;
+  return 10 * base;
+}
+
+function renderMarkdown(r: BenchReport): string {
+  const out: string[] = [
+    '# Vigil benchmark',
+    '',
+    `${mdCell(r.createdAt)} · ${mdCell(machineLine(r))}`,
+  ];
+  for (const [title, table] of sections(r)) {
+    out.push('', `## ${title}`, '', renderMd(table));
+    if (title === 'Ratios' && r.ratios.length > 0) out.push('', ratioChartSvg(r.ratios));
+  }
+  if (r.goals.length > 0) out.push('', `${r.goals.filter((g) => g.met).length}/${r.goals.length} goals met.`);
+  out.push('');
+  return out.join('\n');
+}
+
+/** Writes dir/latest.json and dir/latest.md (creating dir) and returns their paths. */
+export function writeReport(r: BenchReport, dir: string): { json: string; md: string } {
+  mkdirSync(dir, { recursive: true });
+  const json = join(dir, 'latest.json');
+  const md = join(dir, 'latest.md');
+  writeFileSync(json, `${JSON.stringify(r, null, 2)}\n`);
+  writeFileSync(md, renderMarkdown(r));
+  return { json, md };
+}
