@@ -4,6 +4,8 @@ import { Scope, orgSlug } from './domain/schemas.js';
 import { VigilError } from './errors.js';
 import type { KeyRecord, OrgRecord, RegistryStore } from './store/registry-store.js';
 
+const MAX_CACHED_KEYS = 10_000;
+
 export interface CreatedKey {
   id: string;
   key: string;
@@ -13,12 +15,13 @@ export interface CreatedKey {
 }
 
 /**
- * Orgs and keys: creation (CLI, admin route, bootstrap) and authentication. Keys are kept only
- * as SHA-256 digests. Known keys are cached; an unknown digest is looked up in the store each
- * time, so a key created by the CLI against a running server works at once.
+ * Orgs and keys: creation (CLI, admin route, bootstrap) and authentication. Keys are stored only
+ * as SHA-256 digests. Keys already seen are cached in memory; an unknown key is looked up in the
+ * store each time, so a key created by the CLI against a running server works at once.
  */
 export class Registry {
-  private readonly cache = new Map<string, KeyRecord>();
+  /** Keys seen, by their text: the hot path skips hashing and the store. Bounded. */
+  private readonly byText = new Map<string, KeyRecord>();
 
   constructor(
     private readonly store: RegistryStore,
@@ -61,10 +64,14 @@ export class Registry {
     if (match === null) {
       throw new VigilError('unauthorized', authorization === '' ? 'missing API key: send Authorization: Bearer <key>' : 'malformed Authorization header: expected Bearer <key>');
     }
-    const digest = hashKey(match[1]!);
-    const record = this.cache.get(digest) ?? this.store.getKey(digest);
+    const text = match[1]!;
+    const known = this.byText.get(text);
+    if (known !== undefined) return known;
+    const digest = hashKey(text);
+    const record = this.store.getKey(digest);
     if (record === undefined || !sameDigest(record.hash, digest)) throw new VigilError('unauthorized', 'unknown API key');
-    this.cache.set(digest, record);
+    if (this.byText.size >= MAX_CACHED_KEYS) this.byText.clear();
+    this.byText.set(text, record);
     return record;
   }
 

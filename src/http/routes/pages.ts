@@ -5,7 +5,7 @@ import { agentPage, notFoundPage } from '../pages/agent-page.js';
 import { PAGE_HEADERS } from '../pages/html.js';
 import { verifyPage } from '../pages/verify-page.js';
 import type { Route, RouteContext, RouteResult } from '../router.js';
-import type { PublicGate } from './public.js';
+import { PUBLIC_HEADERS, type PublicGate } from './public.js';
 
 const NOT_FOUND_PAGE = notFoundPage();
 
@@ -32,6 +32,8 @@ export function pageRoutes(deps: AppDeps, records: PublicRecords, gate: PublicGa
       method: 'get',
       path: '/a/:org/:agent_id',
       auth: 'none',
+      headers: PUBLIC_HEADERS,
+      ip: true,
       handler: page((ctx) => {
         const record = find(ctx);
         if (record === undefined) return undefined;
@@ -43,6 +45,8 @@ export function pageRoutes(deps: AppDeps, records: PublicRecords, gate: PublicGa
       method: 'get',
       path: '/a/:org/:agent_id/verify',
       auth: 'none',
+      headers: PUBLIC_HEADERS,
+      ip: true,
       handler: page((ctx) => {
         const record = find(ctx);
         return record === undefined ? undefined : verifyPage(record, deps.config.baseUrl);

@@ -9,12 +9,11 @@ import type { Route, RouteContext, RouteResult } from '../router.js';
 /** One answer for every reason a public record is not shown, byte for byte. */
 export const PUBLIC_NOT_FOUND = JSON.stringify({ error: { code: 'not_found', message: 'no public agent record here' } });
 
-const CORS = {
-  'access-control-allow-origin': '*',
-  'access-control-expose-headers': 'ETag, X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset, Retry-After',
-};
-const CACHEABLE = { 'cache-control': 'public, max-age=60', vary: 'Accept-Encoding' };
+const EXPOSE = 'ETag, X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset, Retry-After';
+const CORS = { 'access-control-allow-origin': '*', 'access-control-expose-headers': EXPOSE };
 const NO_STORE = { 'cache-control': 'no-store' };
+/** All a public route reads: a key (to refuse it) and the cache validator. */
+export const PUBLIC_HEADERS: readonly string[] = ['authorization', 'if-none-match'];
 
 export interface PublicGate {
   /** Rate limit, no-key rule and shared headers for every public answer; null when it may proceed. */
@@ -28,7 +27,8 @@ export function publicGate(deps: AppDeps): PublicGate {
     admit(ctx) {
       const decision = limiter.take(ctx.ip, deps.now());
       const headers: Record<string, string> = {
-        ...CORS,
+        'access-control-allow-origin': '*',
+        'access-control-expose-headers': EXPOSE,
         'x-ratelimit-limit': String(decision.limit),
         'x-ratelimit-remaining': String(decision.remaining),
         'x-ratelimit-reset': String(decision.resetSeconds),
@@ -58,12 +58,11 @@ function parseInt(value: string | null, fallback: number, min: number, max: numb
 }
 
 function rendered(ctx: RouteContext, found: Rendered | undefined, headers: Record<string, string>): RouteResult {
-  if (found === undefined) {
-    return { status: 404, text: PUBLIC_NOT_FOUND, contentType: 'application/json', headers: { ...headers, ...CACHEABLE } };
-  }
-  const out = { ...headers, ...CACHEABLE, etag: found.etag };
-  if (ctx.headers['if-none-match'] === found.etag) return { status: 304, text: '', contentType: 'application/json', headers: out };
-  return { text: found.json, contentType: 'application/json', headers: out };
+  headers['cache-control'] = 'public, max-age=60';
+  if (found === undefined) return { status: 404, text: PUBLIC_NOT_FOUND, contentType: 'application/json', headers };
+  headers.etag = found.etag;
+  if (ctx.headers['if-none-match'] === found.etag) return { status: 304, text: '', contentType: 'application/json', headers };
+  return { text: found.json, contentType: 'application/json', headers };
 }
 
 /** GET /public/agents/{org}/{agent_id} and GET /public/agents/{org}: no key, from memory. */
@@ -84,7 +83,8 @@ export function publicRoutes(deps: AppDeps, records: PublicRecords, gate: Public
       method: 'get',
       path: '/public/agents/:org/:agent_id',
       auth: 'none',
-      headers: ['if-none-match'],
+      headers: PUBLIC_HEADERS,
+      ip: true,
       handler: (ctx) => {
         const { headers, refusal } = gate.admit(ctx);
         if (refusal !== null) return refusal;
@@ -98,7 +98,8 @@ export function publicRoutes(deps: AppDeps, records: PublicRecords, gate: Public
       method: 'get',
       path: '/public/agents/:org',
       auth: 'none',
-      headers: ['if-none-match'],
+      headers: PUBLIC_HEADERS,
+      ip: true,
       handler: (ctx) => {
         const { headers, refusal } = gate.admit(ctx);
         if (refusal !== null) return refusal;

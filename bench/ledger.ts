@@ -1,0 +1,124 @@
+/**
+ * Ledger at scale: writes N records for `agents` agents of one org straight into a temp data
+ * dir (not timed), then measures chain verification (records/s), the start-up of a Vigil process
+ * on that dir (until it listens, and until its first event is answered, which recovers the org
+ * writer from the whole ledger), and that process's RSS.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ChainVerifier, GENESIS_HASH, makeRow, type LedgerRow } from '../src/domain/ledger.js';
+import { POLICY_V1, policyDigest } from '../src/domain/policy.js';
+import { LmdbStore } from '../src/store/lmdb.js';
+import { Registry } from '../src/registry.js';
+import { rssMb, startProcess } from './peers.js';
+
+const ORG = 'bench';
+export const LEDGER_KEY = 'vgl_bench-ledger-key-0123456789abcdefghijklmnop';
+
+export interface LedgerFigures {
+  records: number;
+  agents: number;
+  writeSeconds: number;
+  verifyRecordsPerSec: number;
+  startupListenMs: number;
+  startupReadyMs: number;
+  rssMb: number;
+  dataMb: number;
+}
+
+async function fill(dir: string, records: number, agents: number): Promise<void> {
+  const store = new LmdbStore(dir, 'process');
+  const registry = new Registry(store);
+  await registry.ensureKey(ORG, LEDGER_KEY, 'bench');
+  const digest = policyDigest(POLICY_V1);
+  let prev = GENESIS_HASH;
+  let seq = 0;
+  let eventId = 0;
+  let batch: LedgerRow[] = [];
+  const recordedAt = new Date().toISOString();
+  const flush = async (): Promise<void> => {
+    if (batch.length === 0) return;
+    const outcome = await store.append(ORG, batch, batch[0]!.seq - 1);
+    if (!outcome.ok) throw new Error('bench fill: append refused');
+    batch = [];
+  };
+  for (let i = 0; i < records; i++) {
+    let row: LedgerRow;
+    if (i < agents) {
+      row = makeRow(prev, ++seq, 'agent', recordedAt, `agent-${i}`, { agent_id: `agent-${i}`, name: `Agent ${i}`, kind: 'production', observed: true });
+    } else {
+      const agent = `agent-${i % agents}`;
+      eventId++;
+      row = makeRow(prev, ++seq, 'event', recordedAt, agent, {
+        event_id: eventId,
+        action_id: eventId,
+        event_type: 'output_generated',
+        source: 'self',
+        actor: null,
+        dti: 0.1,
+        payload: { content_length: 512 },
+        gate_status: 'pass',
+        bii: 0.9,
+        composite_trust: 0.9,
+        reason: 'clean output',
+        requires_human_review: false,
+        policy_digest: digest,
+        observed: true,
+      });
+    }
+    batch.push(row);
+    prev = row.chainHash;
+    if (batch.length === 2000) await flush();
+  }
+  await flush();
+  await store.close();
+}
+
+export async function runLedger(records: number, agents: number): Promise<LedgerFigures> {
+  const dir = mkdtempSync(join(tmpdir(), 'vigil-bench-ledger-'));
+  try {
+    const t0 = performance.now();
+    await fill(dir, records, agents);
+    const writeSeconds = (performance.now() - t0) / 1000;
+
+    const store = new LmdbStore(dir, 'process');
+    const verifier = new ChainVerifier();
+    const t1 = performance.now();
+    for (const row of store.range(ORG, 1)) verifier.push(row);
+    const verifySeconds = (performance.now() - t1) / 1000;
+    const report = verifier.report();
+    await store.close();
+    if (!report.ok || report.length !== records) throw new Error(`bench ledger does not verify: ${JSON.stringify(report)}`);
+
+    const t2 = performance.now();
+    const vigil = await startProcess('vigil', ['--import', 'tsx', 'src/main.ts', 'serve'], { VIGIL_PORT: '0', VIGIL_DATA_DIR: dir, VIGIL_DURABILITY: 'process' }, /"msg":"listening","port":(\d+)/);
+    const listenMs = performance.now() - t2;
+    try {
+      const res = await fetch(`http://127.0.0.1:${vigil.port}/events/`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${LEDGER_KEY}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ agent_id: 'agent-0', event_type: 'output_generated', payload: {} }),
+      });
+      if (res.status !== 200) throw new Error(`first event answered ${res.status}: ${await res.text()}`);
+      const readyMs = performance.now() - t2;
+      const { statSync } = await import('node:fs');
+      return {
+        records,
+        agents,
+        writeSeconds: round(writeSeconds, 1),
+        verifyRecordsPerSec: Math.round(records / verifySeconds),
+        startupListenMs: Math.round(listenMs),
+        startupReadyMs: Math.round(readyMs),
+        rssMb: rssMb(vigil.pid),
+        dataMb: round(statSync(join(dir, 'data.mdb')).size / 1024 / 1024, 1),
+      };
+    } finally {
+      await vigil.stop();
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+const round = (x: number, d: number): number => Math.round(x * 10 ** d) / 10 ** d;
