@@ -1,36 +1,68 @@
 /**
- * Quick ingest measurement (the full peer benchmark comes with the bench issue): starts Vigil
- * embedded in a temp dir, registers an agent, and drives POST /events/ with autocannon.
+ * `npm run bench [-- --quick]`: micro benchmarks, the macro benchmark against peers, and the
+ * ledger at scale. Prints a table, writes bench/results/latest.json and latest.md.
  */
-import autocannon from 'autocannon';
-import { loadConfig } from '../src/config.js';
-import { startRuntime } from '../src/runtime.js';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { cpus } from 'node:os';
+import { fileURLToPath } from 'node:url';
+import { runLedger } from './ledger.js';
+import { loadTool } from './load.js';
+import { runMacro } from './macro.js';
+import { runMicro } from './micro.js';
+import { printReport, writeReport, type BenchReport, type MacroRow, type Ratio } from './report.js';
 
-const KEY = 'vgl_bench-key-0123456789abcdefghijklmnopqrstuvwxyz';
 const quick = process.argv.includes('--quick');
-const dir = mkdtempSync(join(tmpdir(), 'vigil-bench-'));
-const runtime = await startRuntime(
-  loadConfig({ VIGIL_PORT: '0', VIGIL_DATA_DIR: dir, VIGIL_BOOTSTRAP_ORG: 'bench', VIGIL_BOOTSTRAP_KEY: KEY }),
-  () => {},
-);
-const url = `http://127.0.0.1:${runtime.port}`;
-const headers = { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' };
-try {
-  await fetch(`${url}/agents/`, { method: 'POST', headers, body: JSON.stringify({ agent_id: 'bench-agent', name: 'Bench' }) });
-  const result = await autocannon({
-    url: `${url}/events/`,
-    method: 'POST',
-    headers,
-    body: JSON.stringify({ agent_id: 'bench-agent', event_type: 'output_generated', payload: { content_length: 512 }, dti: 0.1 }),
-    connections: 64,
-    duration: quick ? 5 : 15,
-  });
-  const errors = result.errors + result.non2xx + result.timeouts;
-  console.log(`POST /events/ (durable, 64 connections): ${Math.round(result.requests.average)} req/s, p50 ${result.latency.p50} ms, p99 ${result.latency.p99} ms, errors ${errors}`);
-} finally {
-  await runtime.close();
-  rmSync(dir, { recursive: true, force: true });
-}
+const log = (line: string): void => console.log(line);
+const started = performance.now();
+
+log(`Vigil bench (${quick ? 'quick' : 'full'}), load generator: ${loadTool()}`);
+log('micro…');
+const micro = await runMicro(quick);
+log('macro…');
+const macro = await runMacro(quick ? { rounds: 1, seconds: 3, warmupSeconds: 1, connections: 64, log } : { rounds: 3, seconds: 8, warmupSeconds: 1, connections: 64, log });
+const records = quick ? 200_000 : 1_000_000;
+log(`ledger with ${records.toLocaleString('en-US')} records and 10,000 agents…`);
+const ledger = await runLedger(records, 10_000);
+
+const row = (scenario: string, target: string): MacroRow | undefined => macro.find((r) => r.scenario.startsWith(scenario) && r.target === target);
+const ratio = (scenario: string, target: string, against: string, goal?: number): Ratio | undefined => {
+  const a = row(scenario, target);
+  const b = row(scenario, against);
+  if (a === undefined || b === undefined || b.rps === 0) return undefined;
+  return { scenario: `${scenario} ${target}`, against, ratio: Math.round((a.rps / b.rps) * 100) / 100, ...(goal === undefined ? {} : { goal }) };
+};
+const ratios = [
+  ratio('POST', 'vigil (sync)', 'fastify', 1),
+  ratio('POST', 'vigil (sync)', 'uws'),
+  ratio('POST', 'vigil (process)', 'fastify'),
+  ratio('GET', 'vigil', 'fastify', 2),
+  ratio('GET', 'vigil', 'uws'),
+].filter((r): r is Ratio => r !== undefined);
+
+const ingest = row('POST', 'vigil (sync)');
+const reads = row('GET', 'vigil');
+const r = (scenario: string, target: string, against: string): number => ratio(scenario, target, against)?.ratio ?? NaN;
+const scale = quick ? ` (quick: ${records.toLocaleString('en-US')} records)` : '';
+const goals: BenchReport['goals'] = [
+  { name: 'durable ingest vs Fastify', target: '≥ 1.0×', measured: `${r('POST', 'vigil (sync)', 'fastify')}×`, met: r('POST', 'vigil (sync)', 'fastify') >= 1 },
+  { name: 'durable ingest p99', target: '≤ 20 ms', measured: `${ingest?.p99} ms`, met: (ingest?.p99 ?? Infinity) <= 20 },
+  { name: 'durable ingest errors', target: '0', measured: String(ingest?.errors), met: ingest?.errors === 0 },
+  { name: 'public reads vs Fastify', target: '≥ 2.0×', measured: `${r('GET', 'vigil', 'fastify')}×`, met: r('GET', 'vigil', 'fastify') >= 2 },
+  { name: 'public reads p99', target: '≤ 5 ms', measured: `${reads?.p99} ms`, met: (reads?.p99 ?? Infinity) <= 5 },
+  { name: 'ledger verification', target: '≥ 300,000 records/s', measured: `${ledger.verifyRecordsPerSec.toLocaleString('en-US')} records/s`, met: ledger.verifyRecordsPerSec >= 300_000 },
+  { name: `start-up until ready${scale}`, target: '≤ 10 s (1M records)', measured: `${(ledger.startupReadyMs / 1000).toFixed(2)} s`, met: ledger.startupReadyMs <= 10_000 },
+  { name: `RSS after loading${scale}`, target: '≤ 400 MB (1M records, 10k agents)', measured: `${ledger.rssMb} MB`, met: ledger.rssMb <= 400 },
+];
+
+const report: BenchReport = {
+  createdAt: new Date().toISOString(),
+  machine: { cpus: cpus().length, node: process.version, tool: loadTool() },
+  quick,
+  micro,
+  macro,
+  ratios,
+  ledger: { ...ledger },
+  goals,
+};
+printReport(report);
+const out = writeReport(report, fileURLToPath(new URL('./results', import.meta.url)));
+log(`\nwrote ${out.json} and ${out.md} in ${Math.round((performance.now() - started) / 1000)} s`);

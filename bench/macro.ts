@@ -1,0 +1,145 @@
+/**
+ * Macro benchmark, embedded mode over real HTTP on loopback: Vigil against a bare Fastify handler
+ * and a bare uWebSockets.js handler, with the same load generator, in the same run, interleaved
+ * round by round so drift on a shared machine hits every target alike.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { runLoad, type LoadResult } from './load.js';
+import { startPeer, startProcess, type StartedProcess } from './peers.js';
+import type { MacroRow } from './report.js';
+
+const KEY = 'vgl_bench-macro-key-0123456789abcdefghijklmnopqr';
+const AGENT = 'bench-agent';
+const EVENT = JSON.stringify({ agent_id: AGENT, event_type: 'output_generated', payload: { content_length: 512 }, dti: 0.1 });
+
+interface Target {
+  name: string;
+  url: string;
+}
+
+interface Scenario {
+  name: string;
+  method: 'GET' | 'POST';
+  path: string;
+  body?: string;
+  targets: Target[];
+}
+
+async function startVigil(durability: 'sync' | 'process'): Promise<{ proc: StartedProcess; url: string; dir: string }> {
+  const dir = mkdtempSync(join(tmpdir(), `vigil-bench-${durability}-`));
+  const proc = await startProcess(
+    `vigil-${durability}`,
+    ['--import', 'tsx', 'src/main.ts', 'serve'],
+    {
+      VIGIL_PORT: '0',
+      VIGIL_DATA_DIR: dir,
+      VIGIL_DURABILITY: durability,
+      VIGIL_PUBLIC_RATE_LIMIT: '1000000000',
+      VIGIL_BOOTSTRAP_ORG: 'bench',
+      VIGIL_BOOTSTRAP_KEY: KEY,
+    },
+    /"msg":"listening","port":(\d+)/,
+  );
+  const url = `http://127.0.0.1:${proc.port}`;
+  const headers = { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' };
+  const post = async (method: string, path: string, body: unknown): Promise<void> => {
+    const res = await fetch(url + path, { method, headers, body: JSON.stringify(body) });
+    if (!res.ok) throw new Error(`bench seed ${method} ${path}: ${res.status} ${await res.text()}`);
+  };
+  await post('POST', '/agents/', { agent_id: AGENT, name: 'Bench Agent' });
+  await post('PATCH', `/admin/agents/${AGENT}`, { public: true, public_links: [{ kind: 'website', url: 'https://vigil.example/bench' }] });
+  await post('POST', '/events/', JSON.parse(EVENT));
+  return { proc, url, dir };
+}
+
+export interface MacroOptions {
+  rounds: number;
+  seconds: number;
+  warmupSeconds: number;
+  connections: number;
+  log: (line: string) => void;
+}
+
+export async function runMacro(options: MacroOptions): Promise<MacroRow[]> {
+  const fastify = await startPeer('fastify');
+  const uws = await startPeer('uws');
+  const sync = await startVigil('sync');
+  const proc = await startVigil('process');
+  try {
+    const scenarios: Scenario[] = [
+      {
+        name: 'POST /events/',
+        method: 'POST',
+        path: '/events/',
+        body: EVENT,
+        targets: [
+          { name: 'fastify', url: fastify.url },
+          { name: 'uws', url: uws.url },
+          { name: 'vigil (sync)', url: sync.url },
+          { name: 'vigil (process)', url: proc.url },
+        ],
+      },
+      {
+        name: 'GET /public/agents/{org}/{agent}',
+        method: 'GET',
+        path: `/public/agents/bench/${AGENT}`,
+        targets: [
+          { name: 'fastify', url: fastify.url },
+          { name: 'uws', url: uws.url },
+          { name: 'vigil', url: sync.url },
+        ],
+      },
+    ];
+    const samples = new Map<string, LoadResult[]>();
+    for (let round = 1; round <= options.rounds; round++) {
+      for (const scenario of scenarios) {
+        for (const target of scenario.targets) {
+          const spec = {
+            url: target.url + scenario.path,
+            method: scenario.method,
+            headers: (scenario.method === 'POST' ? { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' } : {}) as Record<string, string>,
+            ...(scenario.body === undefined ? {} : { body: scenario.body }),
+            connections: options.connections,
+          };
+          if (options.warmupSeconds > 0) await runLoad({ ...spec, durationSec: options.warmupSeconds });
+          const result = await runLoad({ ...spec, durationSec: options.seconds });
+          const key = `${scenario.name}\u0000${target.name}`;
+          samples.set(key, [...(samples.get(key) ?? []), result]);
+          options.log(`round ${round}/${options.rounds}  ${scenario.name.padEnd(34)} ${target.name.padEnd(16)} ${Math.round(result.rps).toString().padStart(7)} req/s  p99 ${result.p99} ms  errors ${result.errors}`);
+        }
+      }
+    }
+    const rows: MacroRow[] = [];
+    for (const scenario of scenarios) {
+      for (const target of scenario.targets) {
+        const runs = samples.get(`${scenario.name}\u0000${target.name}`) ?? [];
+        rows.push({
+          scenario: scenario.name,
+          target: target.name,
+          rps: Math.round(mean(runs.map((r) => r.rps))),
+          p50: median(runs.map((r) => r.p50)),
+          p99: median(runs.map((r) => r.p99)),
+          errors: runs.reduce((n, r) => n + r.errors, 0),
+          requests: runs.reduce((n, r) => n + r.requests, 0),
+        });
+      }
+    }
+    return rows;
+  } finally {
+    await Promise.allSettled([fastify.stop(), uws.stop(), sync.proc.stop(), proc.proc.stop()]);
+    for (const dir of [sync.dir, proc.dir]) rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+function mean(xs: number[]): number {
+  return xs.length === 0 ? NaN : xs.reduce((a, b) => a + b, 0) / xs.length;
+}
+
+function median(xs: number[]): number {
+  if (xs.length === 0) return NaN;
+  const s = [...xs].sort((a, b) => a - b);
+  const mid = Math.floor(s.length / 2);
+  return s.length % 2 === 1 ? s[mid]! : Math.round(((s[mid - 1]! + s[mid]!) / 2) * 100) / 100;
+}
