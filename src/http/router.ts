@@ -57,63 +57,98 @@ const NO_QUERY = new URLSearchParams();
 interface Exchange {
   res: HttpResponse;
   aborted: boolean;
+  /** True while uWebSockets.js's handler runs: writes are already corked then. */
+  inHandler?: boolean;
 }
 
-/** Mounts a route on the uWebSockets.js app: auth, rate limit, body, handler, response. */
+/**
+ * Mounts a route on the uWebSockets.js app: auth, rate limit, body, handler, response.
+ * The per-request path creates no closures on the synchronous path (it is the hot path).
+ */
 export function mount(app: TemplatedApp, route: Route, deps: RouterDeps): void {
-  const names = [...route.path.matchAll(/:([A-Za-z_]+)/g)].map((m) => m[1]!);
-  const hasBody = route.method === 'post' || route.method === 'patch' || route.method === 'put';
-  const wanted = route.headers ?? COMMON_HEADERS;
-  app[route.method](route.path, (res: HttpResponse, req: HttpRequest) => {
-    const exchange: Exchange = { res, aborted: false };
-    res.onAborted(() => {
-      exchange.aborted = true;
-    });
-    // Everything needed from `req` is copied now: it is invalid after this function returns.
-    const headers: Record<string, string> = {};
-    for (const name of wanted) {
-      const value = req.getHeader(name);
-      if (value !== '') headers[name] = value;
-    }
-    const params: Record<string, string> = {};
-    names.forEach((name, i) => {
-      params[name] = safeDecode(req.getParameter(i));
-    });
-    const rawQuery = req.getQuery() ?? '';
-    const query = rawQuery === '' ? NO_QUERY : new URLSearchParams(rawQuery);
-    let key = NO_KEY;
-    try {
-      if (route.auth !== 'none') key = authorize(route.auth, headers.authorization ?? '', deps);
-    } catch (error) {
-      sendError(exchange, error);
-      return;
-    }
-    const ip = route.ip === true ? Buffer.from(res.getRemoteAddressAsText()).toString('latin1') : '';
-    const run = (body: unknown): void => {
-      let result: RouteResult | Promise<RouteResult>;
-      try {
-        result = route.handler({ params, query, headers, key, body, ip });
-      } catch (error) {
-        sendError(exchange, error);
-        return;
-      }
-      if (result instanceof Promise) {
-        result.then(
-          (r) => respond(exchange, r),
-          (error: unknown) => sendError(exchange, error),
-        );
-      } else {
-        respond(exchange, result);
-      }
-    };
-    if (!hasBody) {
-      run(undefined);
-      return;
-    }
-    readJsonBody(res, headers['content-type'] ?? '', headers['content-length'] ?? '').then(run, (error: unknown) =>
-      sendError(exchange, error),
+  const mounted: Mounted = {
+    route,
+    deps,
+    names: [...route.path.matchAll(/:([A-Za-z_]+)/g)].map((m) => m[1]!),
+    hasBody: route.method === 'post' || route.method === 'patch' || route.method === 'put',
+    wanted: route.headers ?? COMMON_HEADERS,
+  };
+  app[route.method](route.path, (res: HttpResponse, req: HttpRequest) => handle(mounted, res, req));
+}
+
+interface Mounted {
+  route: Route;
+  deps: RouterDeps;
+  names: string[];
+  hasBody: boolean;
+  wanted: readonly string[];
+}
+
+function handle(m: Mounted, res: HttpResponse, req: HttpRequest): void {
+  const exchange: Exchange = { res, aborted: false, inHandler: true };
+  // Everything needed from `req` is copied now: it is invalid after this function returns.
+  const headers: Record<string, string> = {};
+  for (const name of m.wanted) {
+    const value = req.getHeader(name);
+    if (value !== '') headers[name] = value;
+  }
+  const params: Record<string, string> = {};
+  for (let i = 0; i < m.names.length; i++) params[m.names[i]!] = safeDecode(req.getParameter(i));
+  const rawQuery = req.getQuery() ?? '';
+  const ctx: RouteContext = {
+    params,
+    query: rawQuery === '' ? NO_QUERY : new URLSearchParams(rawQuery),
+    headers,
+    key: NO_KEY,
+    body: undefined,
+    ip: m.route.ip === true ? Buffer.from(res.getRemoteAddressAsText()).toString('latin1') : '',
+  };
+  try {
+    if (m.route.auth !== 'none') ctx.key = authorize(m.route.auth, headers.authorization ?? '', m.deps);
+  } catch (error) {
+    sendError(exchange, error);
+    return;
+  }
+  if (m.hasBody) {
+    // The answer comes after the body: uWebSockets.js needs onAborted before we return.
+    watchAbort(exchange);
+    exchange.inHandler = false;
+    readJsonBody(res, headers['content-type'] ?? '', headers['content-length'] ?? '').then(
+      (body) => {
+        ctx.body = body;
+        run(m.route, exchange, ctx);
+      },
+      (error: unknown) => sendError(exchange, error),
     );
+    return;
+  }
+  run(m.route, exchange, ctx);
+  exchange.inHandler = false;
+}
+
+function watchAbort(exchange: Exchange): void {
+  exchange.res.onAborted(() => {
+    exchange.aborted = true;
   });
+}
+
+function run(route: Route, exchange: Exchange, ctx: RouteContext): void {
+  let result: RouteResult | Promise<RouteResult>;
+  try {
+    result = route.handler(ctx);
+  } catch (error) {
+    sendError(exchange, error);
+    return;
+  }
+  if (result instanceof Promise) {
+    if (exchange.inHandler === true) watchAbort(exchange);
+    result.then(
+      (r) => respond(exchange, r),
+      (error: unknown) => sendError(exchange, error),
+    );
+  } else {
+    respond(exchange, result);
+  }
 }
 
 function authorize(auth: Exclude<Auth, 'none'>, authorization: string, deps: RouterDeps): KeyRecord {
@@ -133,6 +168,7 @@ function authorize(auth: Exclude<Auth, 'none'>, authorization: string, deps: Rou
 }
 
 function safeDecode(value: string): string {
+  if (!value.includes('%')) return value;
   try {
     return decodeURIComponent(value);
   } catch {
@@ -148,6 +184,7 @@ export function sendError(exchange: Exchange, error: unknown): void {
 function respond(exchange: Exchange, result: RouteResult): void {
   const status = result.status ?? 200;
   if ('lines' in result) {
+    if (exchange.inHandler === true) watchAbort(exchange);
     void streamLines(exchange, status, result.contentType, result.lines, result.headers);
     return;
   }
@@ -161,13 +198,15 @@ function respond(exchange: Exchange, result: RouteResult): void {
 
 export function write(exchange: Exchange, status: number, contentType: string, body: string, headers?: Record<string, string>): void {
   if (exchange.aborted) return;
-  const { res } = exchange;
-  res.cork(() => {
-    res.writeStatus(STATUS_TEXT[status] ?? String(status));
-    if (body !== '' || status !== 304) res.writeHeader('content-type', contentType);
-    if (headers !== undefined) for (const name in headers) res.writeHeader(name, headers[name]!);
-    res.end(body);
-  });
+  if (exchange.inHandler === true) send(exchange.res, status, contentType, body, headers);
+  else exchange.res.cork(() => send(exchange.res, status, contentType, body, headers));
+}
+
+function send(res: HttpResponse, status: number, contentType: string, body: string, headers?: Record<string, string>): void {
+  res.writeStatus(STATUS_TEXT[status] ?? String(status));
+  if (body !== '' || status !== 304) res.writeHeader('content-type', contentType);
+  if (headers !== undefined) for (const name in headers) res.writeHeader(name, headers[name]!);
+  res.end(body);
 }
 
 const STREAM_CHUNK = 64 * 1024;

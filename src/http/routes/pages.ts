@@ -1,5 +1,4 @@
 import type { PublicRecords } from '../../actors/public-records.js';
-import { agentId, orgSlug } from '../../domain/schemas.js';
 import type { AppDeps } from '../deps.js';
 import { agentPage, notFoundPage } from '../pages/agent-page.js';
 import { PAGE_HEADERS } from '../pages/html.js';
@@ -22,10 +21,7 @@ export function pageRoutes(deps: AppDeps, records: PublicRecords, gate: PublicGa
       return { text: html, contentType: 'text/html; charset=utf-8', headers: out };
     };
   const find = (ctx: RouteContext) => {
-    const org = ctx.params.org ?? '';
-    const id = ctx.params.agent_id ?? '';
-    if (!orgSlug.safeParse(org).success || !agentId.safeParse(id).success) return undefined;
-    return records.record(org, id);
+    return records.record(ctx.params.org ?? '', ctx.params.agent_id ?? '');
   };
   return [
     {

@@ -1,4 +1,3 @@
-import { agentId, orgSlug } from '../../domain/schemas.js';
 import type { PublicRecords, Rendered } from '../../actors/public-records.js';
 import { VigilError } from '../../errors.js';
 import type { AppDeps } from '../deps.js';
@@ -90,8 +89,8 @@ export function publicRoutes(deps: AppDeps, records: PublicRecords, gate: Public
         if (refusal !== null) return refusal;
         const org = ctx.params.org ?? '';
         const id = ctx.params.agent_id ?? '';
-        const valid = orgSlug.safeParse(org).success && agentId.safeParse(id).success;
-        return rendered(ctx, valid ? records.recordJson(org, id) : undefined, headers);
+        // No format check needed: anything that is not a listed agent is simply not found.
+        return rendered(ctx, records.recordJson(org, id), headers);
       },
     },
     {
@@ -114,7 +113,7 @@ export function publicRoutes(deps: AppDeps, records: PublicRecords, gate: Public
           return { status: 400, text: refused.body, contentType: 'application/json', headers: { ...headers, ...NO_STORE } };
         }
         const org = ctx.params.org ?? '';
-        return rendered(ctx, orgSlug.safeParse(org).success ? records.listJson(org, limit, offset) : undefined, headers);
+        return rendered(ctx, records.listJson(org, limit, offset), headers);
       },
     },
     { method: 'options', path: '/public/agents/:org/:agent_id', auth: 'none', handler: preflight },
