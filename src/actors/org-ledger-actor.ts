@@ -101,7 +101,7 @@ export class OrgLedgerActor {
         replies.push(planned);
         continue;
       }
-      const row = makeRow(this.head, this.lastSeq + 1, planned.kind, recordedAt, planned.agentId, planned.body);
+      const row = makeRow(this.head, this.lastSeq + 1, planned.kind, recordedAt, planned.agentId, planned.body, planned.bodyJson);
       rows.push(row);
       this.lastSeq = row.seq;
       this.head = row.chainHash;

@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { canonicalize } from './jcs.js';
 
 /**
@@ -52,11 +52,11 @@ export function canonicalEntry(
 }
 
 export function sha256(data: string | Buffer): Buffer {
-  return createHash('sha256').update(data).digest();
+  return hash('sha256', data, 'buffer');
 }
 
 export function chainStep(prev: Buffer, content: Buffer): Buffer {
-  return createHash('sha256').update(prev).update(content).digest();
+  return hash('sha256', Buffer.concat([prev, content], 64), 'buffer');
 }
 
 /** Builds the next row of a chain. Pure: the caller supplies seq, time and the previous hash. */
@@ -67,8 +67,10 @@ export function makeRow(
   recordedAt: string,
   agentId: string | null,
   body: unknown,
+  /** The body's JCS text when the caller already has it (must equal canonicalize(body)). */
+  knownBodyJson?: string,
 ): LedgerRow {
-  const bodyJson = canonicalize(body);
+  const bodyJson = knownBodyJson ?? canonicalize(body);
   const contentHash = sha256(canonicalEntry(seq, kind, recordedAt, agentId, bodyJson));
   return { seq, kind, recordedAt, agentId, bodyJson, contentHash, prevHash: prev, chainHash: chainStep(prev, contentHash), body };
 }

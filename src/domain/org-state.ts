@@ -1,4 +1,5 @@
 import { agentFromRecord, type AgentChanges, type AgentView } from './agent-record.js';
+import { canonicalize } from './jcs.js';
 import type { Policy } from './policy.js';
 import type { IngestEventBody, RegisterAgentBody } from './schemas.js';
 import { FRESH_STATE, score, type Decision, type Gate, type ScoringState } from './scoring.js';
@@ -39,6 +40,8 @@ export interface PlannedRecord<T> {
   kind: string;
   agentId: string | null;
   body: Record<string, unknown>;
+  /** The body's JCS text, when the planner built it directly (the ingest hot path). */
+  bodyJson?: string;
   result: T;
 }
 
@@ -111,7 +114,41 @@ export function planIngest(
     policy_digest: digest,
     observed,
   };
-  return { kind: 'event', agentId: event.agent_id, body, result: { event_id: id, action_id: id, ...decision } };
+  return { kind: 'event', agentId: event.agent_id, body, bodyJson: eventBodyJson(body), result: { event_id: id, action_id: id, ...decision } };
+}
+
+type EventBody = {
+  event_id: number;
+  action_id: number;
+  event_type: string;
+  source: string;
+  actor: string | null;
+  dti: number | null;
+  payload: Record<string, unknown>;
+  gate_status: string;
+  bii: number;
+  composite_trust: number;
+  reason: string;
+  requires_human_review: boolean;
+  policy_digest: string;
+  observed: boolean;
+};
+
+const str = JSON.stringify;
+const num = (n: number): string => canonicalize(n);
+
+/**
+ * JCS of an event body without sorting its keys at run time: the keys are written in their JCS
+ * order. Equal to canonicalize(body) byte for byte (a property test holds it to that).
+ */
+export function eventBodyJson(b: EventBody): string {
+  return (
+    `{"action_id":${num(b.action_id)},"actor":${b.actor === null ? 'null' : str(b.actor)},"bii":${num(b.bii)},` +
+    `"composite_trust":${num(b.composite_trust)},"dti":${b.dti === null ? 'null' : num(b.dti)},"event_id":${num(b.event_id)},` +
+    `"event_type":${str(b.event_type)},"gate_status":${str(b.gate_status)},"observed":${b.observed},` +
+    `"payload":${canonicalize(b.payload)},"policy_digest":${str(b.policy_digest)},"reason":${str(b.reason)},` +
+    `"requires_human_review":${b.requires_human_review},"source":${str(b.source)}}`
+  );
 }
 
 /**

@@ -2,12 +2,11 @@ import { mkdirSync } from 'node:fs';
 import { open, type Database, type RootDatabase } from 'lmdb';
 import type { LedgerRow } from '../domain/ledger.js';
 import type { AppendOutcome, LedgerStore } from './ledger-store.js';
+import { decodeRow, encodeRow } from './row-codec.js';
 import type { KeyRecord, OrgRecord, RegistryStore } from './registry-store.js';
 
 export type Durability = 'sync' | 'process';
 
-/** Stored ledger value; seq lives in the key. Hashes are raw 32-byte buffers. */
-type StoredRow = [kind: string, recordedAt: string, agentId: string | null, bodyJson: string, content: Buffer, prev: Buffer, chain: Buffer];
 type LedgerKey = [string, number];
 
 /**
@@ -18,7 +17,8 @@ type LedgerKey = [string, number];
  */
 export class LmdbStore implements LedgerStore, RegistryStore {
   private readonly root: RootDatabase;
-  private readonly ledger: Database<StoredRow, LedgerKey>;
+  /** Rows in the binary layout of row-codec.ts. */
+  private readonly ledger: Database<Buffer, LedgerKey>;
   private readonly orgsDb: Database<OrgRecord, string>;
   private readonly keysDb: Database<KeyRecord, string>;
   /** Per org: value and version are the last seq (the append fence). */
@@ -30,7 +30,7 @@ export class LmdbStore implements LedgerStore, RegistryStore {
   ) {
     mkdirSync(dir, { recursive: true });
     this.root = open({ path: dir, maxDbs: 16, mapSize: 2 * 1024 ** 3, remapChunks: true });
-    this.ledger = this.root.openDB<StoredRow, LedgerKey>({ name: 'ledger', cache: false });
+    this.ledger = this.root.openDB<Buffer, LedgerKey>({ name: 'ledger', encoding: 'binary', cache: false });
     this.orgsDb = this.root.openDB<OrgRecord, string>({ name: 'orgs' });
     this.keysDb = this.root.openDB<KeyRecord, string>({ name: 'keys' });
     this.tails = this.root.openDB<number, string>({ name: 'tails', useVersions: true });
@@ -54,7 +54,7 @@ export class LmdbStore implements LedgerStore, RegistryStore {
     const fence = expectedLastSeq === 0 ? (null as unknown as number) : expectedLastSeq; // null: no tail yet
     const written = await this.tails.ifVersion(org, fence, () => {
       for (const r of rows) {
-        void this.ledger.put([org, r.seq], [r.kind, r.recordedAt, r.agentId, r.bodyJson, r.contentHash, r.prevHash, r.chainHash]);
+        void this.ledger.put([org, r.seq], encodeRow(r));
       }
       void this.tails.put(org, last.seq, last.seq);
     });
@@ -65,19 +65,19 @@ export class LmdbStore implements LedgerStore, RegistryStore {
 
   last(org: string): LedgerRow | undefined {
     for (const { key, value } of this.ledger.getRange({ start: [org, Infinity], end: [org, 0], reverse: true, limit: 1 })) {
-      return toRow(key, value);
+      return decodeRow(key[1], value);
     }
     return undefined;
   }
 
   get(org: string, seq: number): LedgerRow | undefined {
     const value = this.ledger.get([org, seq]);
-    return value === undefined ? undefined : toRow([org, seq], value);
+    return value === undefined ? undefined : decodeRow(seq, value);
   }
 
   *range(org: string, fromSeq: number, toSeq = Number.MAX_SAFE_INTEGER): Iterable<LedgerRow> {
     for (const { key, value } of this.ledger.getRange({ start: [org, fromSeq], end: [org, toSeq + 1] })) {
-      yield toRow(key, value);
+      yield decodeRow(key[1], value);
     }
   }
 
@@ -126,8 +126,4 @@ export class LmdbStore implements LedgerStore, RegistryStore {
   private async durable(): Promise<void> {
     if (this.durability === 'sync') await this.root.flushed;
   }
-}
-
-function toRow(key: LedgerKey, v: StoredRow): LedgerRow {
-  return { seq: key[1], kind: v[0], recordedAt: v[1], agentId: v[2], bodyJson: v[3], contentHash: v[4], prevHash: v[5], chainHash: v[6] };
 }

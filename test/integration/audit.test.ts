@@ -119,9 +119,11 @@ describe('tampering with the stored ledger', () => {
       await s.close();
       // Rewrite seq 4 behind Vigil's back, as an attacker with disk access would.
       const env = open({ path: dir, maxDbs: 16 });
-      const ledger = env.openDB<unknown[], [string, number]>({ name: 'ledger' });
-      const row = ledger.get(['acme', 4])!;
-      row[3] = String(row[3]).replace('"i":2', '"i":9');
+      const ledger = env.openDB<Buffer, [string, number]>({ name: 'ledger', encoding: 'binary' });
+      const row = Buffer.from(ledger.get(['acme', 4])!);
+      const at = row.indexOf('"i":2');
+      expect(at).toBeGreaterThan(0);
+      row.write('"i":9', at);
       await ledger.put(['acme', 4], row);
       await env.close();
       const again = await startServer({}, dir);

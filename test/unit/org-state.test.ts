@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { applyAgentRecord, applyEventRecord, emptyOrgState, planIngest, planRegister, planUpdate } from '../../src/domain/org-state.js';
+import fc from 'fast-check';
+import { canonicalize } from '../../src/domain/jcs.js';
+import { applyAgentRecord, applyEventRecord, emptyOrgState, eventBodyJson, planIngest, planRegister, planUpdate } from '../../src/domain/org-state.js';
 import { POLICY_V1, policyDigest } from '../../src/domain/policy.js';
 import type { IngestEventBody } from '../../src/domain/schemas.js';
 
@@ -47,5 +49,33 @@ describe('org state rules', () => {
     for (const body of bodies) applyEventRecord(replayed, 'a', body, POLICY_V1);
     expect(replayed.nextEventId).toBe(5);
     expect(replayed.agents.get('a')!.scoring).toEqual(live.agents.get('a')!.scoring);
+  });
+});
+
+describe('eventBodyJson', () => {
+  it('equals the generic RFC 8785 canonicalization for any event body', () => {
+    const finite = fc.double({ noNaN: true, noDefaultInfinity: true });
+    fc.assert(
+      fc.property(
+        fc.record({
+          event_id: fc.nat(),
+          action_id: fc.nat(),
+          event_type: fc.string(),
+          source: fc.string(),
+          actor: fc.option(fc.string(), { nil: null }),
+          dti: fc.option(finite, { nil: null }),
+          payload: fc.dictionary(fc.string(), fc.jsonValue()),
+          gate_status: fc.string(),
+          bii: finite,
+          composite_trust: finite,
+          reason: fc.string({ unit: 'grapheme' }),
+          requires_human_review: fc.boolean(),
+          policy_digest: fc.string(),
+          observed: fc.boolean(),
+        }),
+        (body) => eventBodyJson(body) === canonicalize(body),
+      ),
+      { numRuns: 500 },
+    );
   });
 });

@@ -1,0 +1,65 @@
+import type { LedgerRow } from '../domain/ledger.js';
+
+/**
+ * Binary layout of a stored ledger row (the seq is in the key). Fixed offsets for the three
+ * hashes make reading cheap; text fields are UTF-8.
+ *
+ *   u8 version (1) · 32 content_hash · 32 prev_hash · 32 chain_hash
+ *   u8 kind length · kind · u8 recorded_at length · recorded_at
+ *   u16 agent_id length (0xffff = null) · agent_id · body JSON (the rest)
+ */
+const VERSION = 1;
+const NULL_AGENT = 0xffff;
+
+export function encodeRow(row: LedgerRow): Buffer {
+  const kindLen = Buffer.byteLength(row.kind);
+  const atLen = Buffer.byteLength(row.recordedAt);
+  const agentLen = row.agentId === null ? 0 : Buffer.byteLength(row.agentId);
+  const bodyLen = Buffer.byteLength(row.bodyJson);
+  const buf = Buffer.allocUnsafe(1 + 96 + 1 + kindLen + 1 + atLen + 2 + agentLen + bodyLen);
+  buf[0] = VERSION;
+  row.contentHash.copy(buf, 1);
+  row.prevHash.copy(buf, 33);
+  row.chainHash.copy(buf, 65);
+  let at = 97;
+  buf[at++] = kindLen;
+  at += buf.write(row.kind, at, 'utf8');
+  buf[at++] = atLen;
+  at += buf.write(row.recordedAt, at, 'utf8');
+  buf.writeUInt16BE(row.agentId === null ? NULL_AGENT : agentLen, at);
+  at += 2;
+  if (row.agentId !== null) at += buf.write(row.agentId, at, 'utf8');
+  buf.write(row.bodyJson, at, 'utf8');
+  return buf;
+}
+
+/** Decodes a stored row. The hashes are copied: LMDB may reuse the memory it read into. */
+export function decodeRow(seq: number, buf: Uint8Array): LedgerRow {
+  const b = Buffer.isBuffer(buf) ? buf : Buffer.from(buf.buffer, buf.byteOffset, buf.byteLength);
+  if (b[0] !== VERSION) throw new Error(`ledger row ${seq}: unknown encoding version ${b[0]}`);
+  let at = 97;
+  const kindLen = b[at++]!;
+  const kind = b.toString('utf8', at, at + kindLen);
+  at += kindLen;
+  const atLen = b[at++]!;
+  const recordedAt = b.toString('utf8', at, at + atLen);
+  at += atLen;
+  const agentLen = b.readUInt16BE(at);
+  at += 2;
+  let agentId: string | null = null;
+  if (agentLen !== NULL_AGENT) {
+    agentId = b.toString('utf8', at, at + agentLen);
+    at += agentLen;
+  }
+  const hashes = Buffer.from(b.subarray(1, 97)); // one copy for the three hashes
+  return {
+    seq,
+    kind,
+    recordedAt,
+    agentId,
+    bodyJson: b.toString('utf8', at),
+    contentHash: hashes.subarray(0, 32),
+    prevHash: hashes.subarray(32, 64),
+    chainHash: hashes.subarray(64, 96),
+  };
+}
