@@ -26,7 +26,7 @@ export interface OrgActorOptions {
   now: () => number;
   /** Commands waiting beyond this are refused with `overloaded` (HTTP 429). */
   maxPending: number;
-  /** Batches appended but not yet durable at once (group commit pipelining). */
+  /** Batches committed but not yet durable at once (group commit pipelining). */
   maxInflight?: number;
 }
 
@@ -36,10 +36,11 @@ const UNAVAILABLE: OrgReply = { ok: false, code: 'unavailable', message: 'the le
  * The single writer of one org's ledger. Holds the chain head, next seq and every agent's scoring
  * state in memory.
  *
- * Commands are decided strictly in arrival order. All commands that arrive while earlier batches
- * are being committed form the next batch, appended with one durable write (group commit). Up to
- * `maxInflight` batches may be committing at once; each is conditional on the one before it, so
- * they commit in order or not at all. A caller is answered only once its batch, and every batch
+ * Commands are decided strictly in arrival order. All commands that arrive while the previous
+ * batch is being committed form the next batch, appended with one write (group commit). Commits
+ * run back to back; while a committed batch is being flushed to disk the next one already
+ * commits (up to `maxInflight` not yet durable). Each append is conditional on the one before
+ * it, so they commit in order or not at all. A caller is answered only once its batch, and every batch
  * before it, is durable. If an append fails, that batch and every later one in flight are refused
  * and the state is rebuilt from the ledger before anything else is decided, so memory never runs
  * ahead of what is durable.
@@ -54,6 +55,8 @@ export class OrgLedgerActor {
   /** Settles when every launched batch has been answered, in launch order. */
   private tail: Promise<void> = Promise.resolve();
   private broken = false;
+  /** A batch is being committed: the next one waits for it, so commits run back to back. */
+  private committing = false;
   private readonly maxInflight: number;
 
   private constructor(
@@ -61,7 +64,7 @@ export class OrgLedgerActor {
     private readonly bus: Bus,
     private readonly options: OrgActorOptions,
   ) {
-    this.maxInflight = options.maxInflight ?? 2;
+    this.maxInflight = options.maxInflight ?? 8;
   }
 
   static async start(org: string, bus: Bus, options: OrgActorOptions): Promise<OrgLedgerActor> {
@@ -81,7 +84,7 @@ export class OrgLedgerActor {
   }
 
   private pump(): void {
-    while (!this.broken && this.inflight < this.maxInflight && this.queue.length > 0) {
+    while (!this.broken && !this.committing && this.inflight < this.maxInflight && this.queue.length > 0) {
       const batch = this.queue;
       this.queue = [];
       this.launch(batch);
@@ -109,13 +112,24 @@ export class OrgLedgerActor {
     }
 
     this.inflight++;
+    // The next batch may start once this one is committed, or once its append settled at all
+    // (an adapter that fails may never say "committed").
+    let committed = rows.length === 0;
+    const onCommitted = (): void => {
+      if (committed) return;
+      committed = true;
+      this.committing = false;
+      this.pump();
+    };
+    if (!committed) this.committing = true;
     const appended: Promise<string | null> =
       rows.length === 0
         ? Promise.resolve(null)
-        : this.bus.append(this.org, rows, expectedLastSeq).then(
+        : this.bus.append(this.org, rows, expectedLastSeq, { onCommitted }).then(
             (outcome) => (outcome.ok ? null : 'the ledger was written by another writer'),
             (error: unknown) => ensureError(error).message,
           );
+    void appended.then(onCommitted);
     this.tail = this.tail
       .then(() => appended)
       .then(async (failure) => {

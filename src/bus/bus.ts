@@ -1,5 +1,5 @@
 import type { LedgerRow } from '../domain/ledger.js';
-import type { AppendOutcome } from '../store/ledger-store.js';
+import type { AppendOptions, AppendOutcome } from '../store/ledger-store.js';
 import type { OrgCommand, OrgReply, ReplyTo } from './messages.js';
 
 export type CommandHandler = (command: OrgCommand) => Promise<OrgReply>;
@@ -21,7 +21,7 @@ export type CommittedHandler = (org: string, rows: readonly LedgerRow[]) => void
 export interface Bus {
   serve(handler: CommandHandler): void;
   request<C extends OrgCommand>(command: C): Promise<ReplyTo<C>>;
-  append(org: string, rows: readonly LedgerRow[], expectedLastSeq: number): Promise<AppendOutcome>;
+  append(org: string, rows: readonly LedgerRow[], expectedLastSeq: number, options?: AppendOptions): Promise<AppendOutcome>;
   /** One org's committed rows from `fromSeq`, in order, in chunks. */
   read(org: string, fromSeq: number): AsyncIterable<readonly LedgerRow[]>;
   /** Resolves once the replay of already committed rows has been delivered. */

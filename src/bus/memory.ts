@@ -1,5 +1,5 @@
 import type { LedgerRow } from '../domain/ledger.js';
-import type { AppendOutcome, LedgerStore } from '../store/ledger-store.js';
+import type { AppendOptions, AppendOutcome, LedgerStore } from '../store/ledger-store.js';
 import type { Bus, CommandHandler, CommittedHandler, Subscription } from './bus.js';
 import type { OrgCommand, ReplyTo } from './messages.js';
 
@@ -29,12 +29,14 @@ export class MemoryBus implements Bus {
     return this.handler(command) as Promise<ReplyTo<C>>;
   }
 
-  async append(org: string, rows: readonly LedgerRow[], expectedLastSeq: number): Promise<AppendOutcome> {
+  async append(org: string, rows: readonly LedgerRow[], expectedLastSeq: number, options?: AppendOptions): Promise<AppendOutcome> {
     const first = rows[0];
-    if (first === undefined) return { ok: true };
-    if (first.seq !== expectedLastSeq + 1) return { ok: false, reason: 'conflict' };
+    if (first === undefined || first.seq !== expectedLastSeq + 1) {
+      options?.onCommitted?.();
+      return first === undefined ? { ok: true } : { ok: false, reason: 'conflict' };
+    }
     // Pipelined appends of one org settle in order; delivery is chained so it is in order too.
-    const appended = this.log.append(org, rows, expectedLastSeq);
+    const appended = this.log.append(org, rows, expectedLastSeq, options);
     const previous = this.tails.get(org) ?? Promise.resolve();
     const delivered = previous.then(async () => {
       const outcome = await appended;

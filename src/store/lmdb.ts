@@ -1,7 +1,7 @@
 import { mkdirSync } from 'node:fs';
 import { open, type Database, type RootDatabase } from 'lmdb';
 import type { LedgerRow } from '../domain/ledger.js';
-import type { AppendOutcome, LedgerStore } from './ledger-store.js';
+import type { AppendOptions, AppendOutcome, LedgerStore } from './ledger-store.js';
 import { decodeRow, encodeRow } from './row-codec.js';
 import type { KeyRecord, OrgRecord, RegistryStore } from './registry-store.js';
 
@@ -45,19 +45,28 @@ export class LmdbStore implements LedgerStore, RegistryStore {
     }
   }
 
-  async append(org: string, rows: readonly LedgerRow[], expectedLastSeq: number): Promise<AppendOutcome> {
+  async append(org: string, rows: readonly LedgerRow[], expectedLastSeq: number, options?: AppendOptions): Promise<AppendOutcome> {
     const last = rows[rows.length - 1];
-    if (last === undefined) return { ok: true };
+    if (last === undefined) {
+      options?.onCommitted?.();
+      return { ok: true };
+    }
     // The fence lives in the write transaction: the org's tail version must still be the expected
     // last seq. A stale writer is refused, and when one pipelined batch fails every later one of
     // that org fails with it, so the ledger never gets a gap. No JavaScript runs on commit.
     const fence = expectedLastSeq === 0 ? (null as unknown as number) : expectedLastSeq; // null: no tail yet
-    const written = await this.tails.ifVersion(org, fence, () => {
+    const commit = this.tails.ifVersion(org, fence, () => {
       for (const r of rows) {
         void this.ledger.put([org, r.seq], encodeRow(r));
       }
       void this.tails.put(org, last.seq, last.seq);
     });
+    let written: boolean;
+    try {
+      written = await commit;
+    } finally {
+      options?.onCommitted?.();
+    }
     if (!written) return { ok: false, reason: 'conflict' };
     await this.durable();
     return { ok: true };
