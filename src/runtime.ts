@@ -49,8 +49,15 @@ export async function startRuntime(config: Config, log: Log = jsonLog): Promise<
   bus.serve(actors.handle);
   const directory = new AgentDirectory();
   const started = performance.now();
-  await bus.subscribe(directory.onCommitted);
-  log('info', 'projections rebuilt', { ms: Math.round(performance.now() - started) });
+  // One pass over the ledger rebuilds the projections and the org writers alike.
+  let replaying = true;
+  await bus.subscribe((org, rows) => {
+    directory.onCommitted(org, rows);
+    if (replaying) actors.onReplay(org, rows);
+  });
+  replaying = false;
+  actors.finishReplay();
+  log('info', 'state rebuilt from the ledger', { ms: Math.round(performance.now() - started) });
 
   const publicRecords = new PublicRecords(directory, config.appUrl, digest);
   const http = await startHttpServer({ config, mode: 'embedded', bus, registry, ledger: store, directory, publicRecords, now });

@@ -1,20 +1,40 @@
-import type { CommandHandler } from '../bus/bus.js';
-import type { Bus } from '../bus/bus.js';
+import type { Bus, CommandHandler, CommittedHandler } from '../bus/bus.js';
 import type { OrgCommand, OrgReply } from '../bus/messages.js';
-import { OrgLedgerActor, type OrgActorOptions } from './org-ledger-actor.js';
+import { OrgLedgerActor, OrgRecovery, type OrgActorOptions } from './org-ledger-actor.js';
 
 /**
- * Owns the org writers of this node: starts an org's actor on its first command (recovering it
- * from the ledger) and routes every command to it. Commands that arrive while the actor is
- * starting wait for it, in order.
+ * Owns the org writers of this node and routes every command to its org's actor. At start-up the
+ * writers are rebuilt from the same replay of the ledger that rebuilds the projections (one
+ * pass: `onReplay`, then `finishReplay`); an org first seen later is recovered on its first
+ * command. Commands that arrive while an actor is starting wait for it, in order.
  */
 export class OrgActors {
   private readonly actors = new Map<string, OrgLedgerActor | Promise<OrgLedgerActor>>();
+
+  private replaying: Map<string, OrgRecovery> | null = new Map();
 
   constructor(
     private readonly bus: Bus,
     private readonly options: OrgActorOptions,
   ) {}
+
+  /** Feeds replayed committed rows (start-up only). */
+  readonly onReplay: CommittedHandler = (org, rows) => {
+    if (this.replaying === null) return;
+    let recovery = this.replaying.get(org);
+    if (recovery === undefined) {
+      recovery = new OrgRecovery(this.options.policy);
+      this.replaying.set(org, recovery);
+    }
+    for (const row of rows) recovery.apply(row);
+  };
+
+  /** Turns the replayed state into running actors; later rows are theirs to write. */
+  finishReplay(): void {
+    if (this.replaying === null) return;
+    for (const [org, recovery] of this.replaying) this.actors.set(org, OrgLedgerActor.fromRecovery(org, this.bus, this.options, recovery));
+    this.replaying = null;
+  }
 
   readonly handle: CommandHandler = (command: OrgCommand): Promise<OrgReply> => {
     const actor = this.actors.get(command.org);

@@ -1,6 +1,6 @@
 import type { Bus } from '../bus/bus.js';
 import type { OrgCommand, OrgReply } from '../bus/messages.js';
-import { GENESIS_HASH, makeRow, type LedgerRow } from '../domain/ledger.js';
+import { GENESIS_HASH, makeRow, rowBody, type LedgerRow } from '../domain/ledger.js';
 import {
   applyAgentRecord,
   applyEventRecord,
@@ -176,23 +176,43 @@ export class OrgLedgerActor {
 
   /** Rebuilds head, seq and agent state from the org's committed ledger. */
   private async recover(): Promise<void> {
-    const state = emptyOrgState();
-    let lastSeq = 0;
-    let head = GENESIS_HASH;
-    let lastMs = 0;
-    for await (const chunk of this.bus.read(this.org, 1)) {
-      for (const row of chunk) {
-        const body = JSON.parse(row.bodyJson) as Record<string, unknown>;
-        if (row.kind === 'agent' && row.agentId !== null) applyAgentRecord(state, body, row.recordedAt);
-        else if (row.kind === 'event' && row.agentId !== null) applyEventRecord(state, row.agentId, body, this.options.policy);
-        lastSeq = row.seq;
-        head = row.chainHash;
-        lastMs = Date.parse(row.recordedAt);
-      }
+    const recovery = new OrgRecovery(this.options.policy);
+    for await (const chunk of this.bus.read(this.org, 1)) for (const row of chunk) recovery.apply(row);
+    this.adopt(recovery);
+  }
+
+  private adopt(recovery: OrgRecovery): void {
+    this.state = recovery.state;
+    this.lastSeq = recovery.lastSeq;
+    this.head = recovery.head;
+    this.lastRecordedMs = recovery.lastMs;
+  }
+
+  /** An actor whose state was rebuilt from a replay of the ledger (see OrgActors.onReplay). */
+  static fromRecovery(org: string, bus: Bus, options: OrgActorOptions, recovery: OrgRecovery): OrgLedgerActor {
+    const actor = new OrgLedgerActor(org, bus, options);
+    actor.adopt(recovery);
+    return actor;
+  }
+}
+
+/** Folds an org's committed rows, in order, into the state its writer needs. */
+export class OrgRecovery {
+  state: OrgState = emptyOrgState();
+  lastSeq = 0;
+  head: Buffer = GENESIS_HASH;
+  lastMs = 0;
+
+  constructor(private readonly policy: Policy) {}
+
+  apply(row: LedgerRow): void {
+    if (row.agentId !== null && (row.kind === 'agent' || row.kind === 'event')) {
+      const body = rowBody(row);
+      if (row.kind === 'agent') applyAgentRecord(this.state, body, row.recordedAt);
+      else applyEventRecord(this.state, row.agentId, body, this.policy);
     }
-    this.state = state;
-    this.lastSeq = lastSeq;
-    this.head = head;
-    this.lastRecordedMs = lastMs;
+    this.lastSeq = row.seq;
+    this.head = row.chainHash;
+    this.lastMs = Date.parse(row.recordedAt);
   }
 }

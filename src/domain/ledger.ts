@@ -180,7 +180,7 @@ export class ChainVerifier {
   }
 }
 
-/** The parsed body of a row. */
+/** The parsed body of a row, parsed at most once however many consumers read it. */
 export function rowBody(row: LedgerRow): Record<string, unknown> {
-  return (row.body ?? JSON.parse(row.bodyJson)) as Record<string, unknown>;
+  return (row.body ??= JSON.parse(row.bodyJson)) as Record<string, unknown>;
 }
