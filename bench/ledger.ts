@@ -27,7 +27,7 @@ export interface LedgerFigures {
   dataMb: number;
 }
 
-async function fill(dir: string, records: number, agents: number): Promise<void> {
+export async function fill(dir: string, records: number, agents: number): Promise<void> {
   const store = new LmdbStore(dir, 'process');
   const registry = new Registry(store);
   await registry.ensureKey(ORG, LEDGER_KEY, 'bench');

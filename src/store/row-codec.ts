@@ -61,5 +61,6 @@ export function decodeRow(seq: number, buf: Uint8Array): LedgerRow {
     contentHash: hashes.subarray(0, 32),
     prevHash: hashes.subarray(32, 64),
     chainHash: hashes.subarray(64, 96),
+    body: undefined, // parsed on demand (rowBody); declared here so every row has one shape
   };
 }
