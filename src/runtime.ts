@@ -1,4 +1,5 @@
 import { AgentDirectory } from './actors/agent-directory.js';
+import { restoreCheckpoints, saveCheckpoints } from './actors/checkpoints.js';
 import { OrgActors } from './actors/org-actors.js';
 import { PublicRecords } from './actors/public-records.js';
 import type { Bus } from './bus/bus.js';
@@ -49,15 +50,20 @@ export async function startRuntime(config: Config, log: Log = jsonLog): Promise<
   bus.serve(actors.handle);
   const directory = new AgentDirectory();
   const started = performance.now();
-  // One pass over the ledger rebuilds the projections and the org writers alike.
+  // Checkpoints seed the state; one pass over the rest of the ledger rebuilds the projections
+  // and the org writers alike.
+  const after = restoreCheckpoints(store, directory, actors, digest);
   let replaying = true;
-  await bus.subscribe((org, rows) => {
-    directory.onCommitted(org, rows);
-    if (replaying) actors.onReplay(org, rows);
-  });
+  await bus.subscribe(
+    (org, rows) => {
+      directory.onCommitted(org, rows);
+      if (replaying) actors.onReplay(org, rows);
+    },
+    { after },
+  );
   replaying = false;
   actors.finishReplay();
-  log('info', 'state rebuilt from the ledger', { ms: Math.round(performance.now() - started) });
+  log('info', 'state rebuilt from the ledger', { ms: Math.round(performance.now() - started), checkpoints: after.size });
 
   const publicRecords = new PublicRecords(directory, config.appUrl, digest);
   const http = await startHttpServer({ config, mode: 'embedded', bus, registry, ledger: store, directory, publicRecords, now });
@@ -68,6 +74,8 @@ export async function startRuntime(config: Config, log: Log = jsonLog): Promise<
     firstKey,
     async close() {
       http.close();
+      const saved = await saveCheckpoints(store, directory, actors, digest, new Date());
+      log('info', 'checkpoints saved', { orgs: saved });
       await bus.close();
       await store.close();
     },

@@ -18,6 +18,12 @@ export interface OrgSummary {
   length: number;
 }
 
+export interface DirectorySnapshot {
+  head: string | null;
+  length: number;
+  agents: AgentSummary[];
+}
+
 /**
  * Projection of every org's agents, fed only by committed rows from the bus (replayed on start).
  * Single-threaded: an update and a read never interleave. Reads never touch the store.
@@ -54,6 +60,16 @@ export class AgentDirectory {
     const last = rows[rows.length - 1];
     if (last !== undefined) entry.head = last.chainHash.toString('hex');
   };
+
+  /** The org's state as plain data, for a checkpoint. */
+  snapshot(org: string): DirectorySnapshot | undefined {
+    const entry = this.orgs.get(org);
+    return entry === undefined ? undefined : { head: entry.head, length: entry.length, agents: [...entry.agents.values()] };
+  }
+
+  restore(org: string, snapshot: DirectorySnapshot): void {
+    this.orgs.set(org, { head: snapshot.head, length: snapshot.length, agents: new Map(snapshot.agents.map((a) => [a.agent_id, { ...a }])) });
+  }
 
   get(org: string, agentId: string): AgentSummary | undefined {
     return this.orgs.get(org)?.agents.get(agentId);

@@ -1,6 +1,6 @@
 import type { Bus, CommandHandler, CommittedHandler } from '../bus/bus.js';
 import type { OrgCommand, OrgReply } from '../bus/messages.js';
-import { OrgLedgerActor, OrgRecovery, type OrgActorOptions } from './org-ledger-actor.js';
+import { OrgLedgerActor, OrgRecovery, type OrgActorOptions, type WriterSnapshot } from './org-ledger-actor.js';
 
 /**
  * Owns the org writers of this node and routes every command to its org's actor. At start-up the
@@ -28,6 +28,23 @@ export class OrgActors {
     }
     for (const row of rows) recovery.apply(row);
   };
+
+  /** Seeds an org's replay from a checkpoint; the replay then continues after its seq. */
+  restore(org: string, snapshot: WriterSnapshot): void {
+    this.replaying?.set(org, OrgRecovery.from(this.options.policy, snapshot));
+  }
+
+  /** Checkpoints of every idle running writer, by org (call once the front end stopped). */
+  async snapshots(): Promise<Map<string, WriterSnapshot>> {
+    const out = new Map<string, WriterSnapshot>();
+    for (const [org, actor] of this.actors) {
+      if (!(actor instanceof OrgLedgerActor)) continue;
+      await actor.idle();
+      const snapshot = actor.snapshot();
+      if (snapshot !== null) out.set(org, snapshot);
+    }
+    return out;
+  }
 
   /** Turns the replayed state into running actors; later rows are theirs to write. */
   finishReplay(): void {

@@ -8,6 +8,7 @@ import {
   planIngest,
   planRegister,
   planUpdate,
+  type AgentEntry,
   type OrgState,
   type Planned,
 } from '../domain/org-state.js';
@@ -188,12 +189,40 @@ export class OrgLedgerActor {
     this.lastRecordedMs = recovery.lastMs;
   }
 
+  /**
+   * The writer's state as plain data, or null while anything is uncommitted (a checkpoint must
+   * hold only what the ledger holds).
+   */
+  snapshot(): WriterSnapshot | null {
+    if (this.inflight > 0 || this.committing || this.broken || this.queue.length > 0) return null;
+    return {
+      lastSeq: this.lastSeq,
+      head: this.head,
+      lastMs: this.lastRecordedMs,
+      nextEventId: this.state.nextEventId,
+      agents: [...this.state.agents],
+    };
+  }
+
+  /** Resolves when nothing is waiting or uncommitted (after the front end stopped taking work). */
+  async idle(): Promise<void> {
+    while (this.inflight > 0 || this.queue.length > 0) await this.tail;
+  }
+
   /** An actor whose state was rebuilt from a replay of the ledger (see OrgActors.onReplay). */
   static fromRecovery(org: string, bus: Bus, options: OrgActorOptions, recovery: OrgRecovery): OrgLedgerActor {
     const actor = new OrgLedgerActor(org, bus, options);
     actor.adopt(recovery);
     return actor;
   }
+}
+
+export interface WriterSnapshot {
+  lastSeq: number;
+  head: Buffer;
+  lastMs: number;
+  nextEventId: number;
+  agents: [string, AgentEntry][];
 }
 
 /** Folds an org's committed rows, in order, into the state its writer needs. */
@@ -204,6 +233,16 @@ export class OrgRecovery {
   lastMs = 0;
 
   constructor(private readonly policy: Policy) {}
+
+  /** Starts from a checkpoint instead of from nothing. */
+  static from(policy: Policy, snapshot: WriterSnapshot): OrgRecovery {
+    const recovery = new OrgRecovery(policy);
+    recovery.state = { agents: new Map(snapshot.agents), nextEventId: snapshot.nextEventId };
+    recovery.lastSeq = snapshot.lastSeq;
+    recovery.head = Buffer.from(snapshot.head);
+    recovery.lastMs = snapshot.lastMs;
+    return recovery;
+  }
 
   apply(row: LedgerRow): void {
     if (row.agentId !== null && (row.kind === 'agent' || row.kind === 'event')) {

@@ -24,9 +24,16 @@ export interface Bus {
   append(org: string, rows: readonly LedgerRow[], expectedLastSeq: number, options?: AppendOptions): Promise<AppendOutcome>;
   /** One org's committed rows from `fromSeq`, in order, in chunks. */
   read(org: string, fromSeq: number): AsyncIterable<readonly LedgerRow[]>;
-  /** Resolves once the replay of already committed rows has been delivered. */
-  subscribe(handler: CommittedHandler): Promise<Subscription>;
+  /**
+   * Resolves once the replay of already committed rows has been delivered. `after` names, per
+   * org, the seq a subscriber already holds (from its own checkpoint): replay starts after it.
+   */
+  subscribe(handler: CommittedHandler, options?: SubscribeOptions): Promise<Subscription>;
   close(): Promise<void>;
+}
+
+export interface SubscribeOptions {
+  after?: ReadonlyMap<string, number>;
 }
 
 export interface Subscription {

@@ -1,6 +1,6 @@
 import type { LedgerRow } from '../domain/ledger.js';
 import type { AppendOptions, AppendOutcome, LedgerStore } from '../store/ledger-store.js';
-import type { Bus, CommandHandler, CommittedHandler, Subscription } from './bus.js';
+import type { Bus, CommandHandler, CommittedHandler, SubscribeOptions, Subscription } from './bus.js';
 import type { OrgCommand, ReplyTo } from './messages.js';
 
 const CHUNK = 1024;
@@ -66,11 +66,11 @@ export class MemoryBus implements Bus {
     if (chunk.length > 0) yield chunk;
   }
 
-  subscribe(handler: CommittedHandler): Promise<Subscription> {
+  subscribe(handler: CommittedHandler, options: SubscribeOptions = {}): Promise<Subscription> {
     // The replay reads LMDB synchronously, so no append can interleave: no gap, no duplicate.
     for (const org of this.log.orgs()) {
       let chunk: LedgerRow[] = [];
-      for (const row of this.log.range(org, 1)) {
+      for (const row of this.log.range(org, (options.after?.get(org) ?? 0) + 1)) {
         chunk.push(row);
         if (chunk.length === CHUNK) {
           deliver(handler, org, chunk);

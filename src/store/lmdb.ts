@@ -4,6 +4,7 @@ import type { LedgerRow } from '../domain/ledger.js';
 import type { AppendOptions, AppendOutcome, LedgerStore } from './ledger-store.js';
 import { decodeRow, encodeRow } from './row-codec.js';
 import type { KeyRecord, OrgRecord, RegistryStore } from './registry-store.js';
+import type { Snapshot, SnapshotStore } from './snapshot-store.js';
 
 export type Durability = 'sync' | 'process';
 
@@ -15,7 +16,7 @@ type LedgerKey = [string, number];
  * waits for the flush to disk (survives power loss). lmdb-js batches all writes of one event-loop
  * turn into one transaction, which is our group commit.
  */
-export class LmdbStore implements LedgerStore, RegistryStore {
+export class LmdbStore implements LedgerStore, RegistryStore, SnapshotStore {
   private readonly root: RootDatabase;
   /** Rows in the binary layout of row-codec.ts. */
   private readonly ledger: Database<Buffer, LedgerKey>;
@@ -23,6 +24,7 @@ export class LmdbStore implements LedgerStore, RegistryStore {
   private readonly keysDb: Database<KeyRecord, string>;
   /** Per org: value and version are the last seq (the append fence). */
   private readonly tails: Database<number, string>;
+  private readonly snapshots: Database<Snapshot, string>;
 
   constructor(
     dir: string,
@@ -34,6 +36,7 @@ export class LmdbStore implements LedgerStore, RegistryStore {
     this.orgsDb = this.root.openDB<OrgRecord, string>({ name: 'orgs' });
     this.keysDb = this.root.openDB<KeyRecord, string>({ name: 'keys' });
     this.tails = this.root.openDB<number, string>({ name: 'tails', useVersions: true });
+    this.snapshots = this.root.openDB<Snapshot, string>({ name: 'snapshots' });
     this.repairTails();
   }
 
@@ -122,6 +125,19 @@ export class LmdbStore implements LedgerStore, RegistryStore {
   async putKey(key: KeyRecord): Promise<void> {
     await this.keysDb.put(key.hash, key);
     await this.durable();
+  }
+
+  getSnapshot(org: string): Snapshot | undefined {
+    return this.snapshots.get(org);
+  }
+
+  async putSnapshot(org: string, snapshot: Snapshot): Promise<void> {
+    await this.snapshots.put(org, snapshot);
+    await this.durable();
+  }
+
+  snapshotOrgs(): string[] {
+    return [...this.snapshots.getKeys({})];
   }
 
   isEmpty(): boolean {

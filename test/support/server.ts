@@ -23,7 +23,11 @@ export interface TestServer {
 const quiet = (): void => {};
 
 /** Starts the real service in this process: uWebSockets.js on port 0, LMDB in a temp dir. */
-export async function startServer(env: Record<string, string> = {}, dataDir = tempDir()): Promise<TestServer> {
+export async function startServer(
+  env: Record<string, string> = {},
+  dataDir = tempDir(),
+  logs?: { msg: string; fields?: Record<string, unknown> }[],
+): Promise<TestServer> {
   const config = loadConfig({
     VIGIL_PORT: '0',
     VIGIL_DATA_DIR: dataDir,
@@ -31,7 +35,7 @@ export async function startServer(env: Record<string, string> = {}, dataDir = te
     VIGIL_BOOTSTRAP_KEY: ADMIN_KEY,
     ...env,
   });
-  const runtime = await startRuntime(config, quiet);
+  const runtime = await startRuntime(config, logs === undefined ? quiet : (_level, msg, fields) => logs.push({ msg, ...(fields === undefined ? {} : { fields }) }));
   return {
     url: `http://127.0.0.1:${runtime.port}`,
     dataDir,

@@ -1,0 +1,84 @@
+import { cpSync } from 'node:fs';
+import { open } from 'lmdb';
+import { describe, expect, it } from 'vitest';
+import { call, removeDir, startServer, tempDir } from '../support/server.js';
+
+type Logs = { msg: string; fields?: Record<string, unknown> }[];
+const checkpointsUsed = (logs: Logs): unknown => logs.find((l) => l.msg === 'state rebuilt from the ledger')?.fields?.checkpoints;
+
+async function dropSnapshots(dir: string, mutate?: (value: any) => any): Promise<void> {
+  const env = open({ path: dir, maxDbs: 16 });
+  const snapshots = env.openDB<any, string>({ name: 'snapshots' });
+  for (const key of [...snapshots.getKeys({})]) {
+    if (mutate === undefined) await snapshots.remove(key);
+    else await snapshots.put(key, mutate(snapshots.get(key)));
+  }
+  await env.close();
+}
+
+const next = { agent_id: 'c', event_type: 'output_generated', payload: {}, dti: 0.3 };
+
+describe('start-up checkpoints', () => {
+  it('a clean stop saves them; a start from them equals a start from the whole ledger', async () => {
+    const dir = tempDir();
+    const copy = tempDir();
+    try {
+      const first = await startServer({}, dir);
+      await call(first.url, 'POST', '/agents/', { body: { agent_id: 'c', name: 'C', observed: false } });
+      await call(first.url, 'PATCH', '/admin/agents/c', { body: { public: true } });
+      for (let i = 0; i < 6; i++) {
+        await call(first.url, 'POST', '/events/', { body: { agent_id: 'c', event_type: i % 2 === 0 ? 'config_read' : 'output_generated', payload: { key: 'api_token' }, dti: 0.5 } });
+      }
+      await first.close();
+      cpSync(dir, copy, { recursive: true });
+      await dropSnapshots(copy);
+
+      const fromCheckpoint: Logs = [];
+      const a = await startServer({}, dir, fromCheckpoint);
+      const fromLedger: Logs = [];
+      const b = await startServer({}, copy, fromLedger);
+      try {
+        expect(checkpointsUsed(fromCheckpoint)).toBe(1);
+        expect(checkpointsUsed(fromLedger)).toBe(0);
+        const [ra, rb] = [await call(a.url, 'POST', '/events/', { body: next }), await call(b.url, 'POST', '/events/', { body: next })];
+        expect(ra.status).toBe(200);
+        expect(ra.body).toEqual(rb.body);
+        const [pa, pb] = [await call(a.url, 'GET', '/public/agents/acme/c', { key: null }), await call(b.url, 'GET', '/public/agents/acme/c', { key: null })];
+        // Equal but for what the new event's own time makes different.
+        const strip = ({ last_event_at, ledger_head, ...rest }: Record<string, unknown>) => rest;
+        expect(strip(pa.body)).toEqual(strip(pb.body));
+        expect(pa.body.ledger_records).toBe(9);
+        expect((await call(a.url, 'GET', '/audit/c/verify')).body.ok).toBe(true);
+      } finally {
+        await a.close();
+        await b.close();
+      }
+    } finally {
+      removeDir(dir);
+      removeDir(copy);
+    }
+  });
+
+  it('ignores a checkpoint that does not match the ledger', async () => {
+    const dir = tempDir();
+    try {
+      const first = await startServer({}, dir);
+      await call(first.url, 'POST', '/agents/', { body: { agent_id: 'c', name: 'C' } });
+      await call(first.url, 'POST', '/events/', { body: next });
+      await first.close();
+      // A forged checkpoint claiming a different state at the same seq.
+      await dropSnapshots(dir, (snap) => ({ ...snap, chain: Buffer.alloc(32, 7), writer: { ...snap.writer, nextEventId: 999 } }));
+      const logs: Logs = [];
+      const again = await startServer({}, dir, logs);
+      try {
+        expect(checkpointsUsed(logs)).toBe(0);
+        const res = await call(again.url, 'POST', '/events/', { body: next });
+        expect(res.body.event_id).toBe(2);
+      } finally {
+        await again.close();
+      }
+    } finally {
+      removeDir(dir);
+    }
+  });
+});
