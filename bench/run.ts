@@ -49,8 +49,9 @@ const goals: BenchReport['goals'] = [
   { name: 'public reads vs Fastify', target: '≥ 2.0×', measured: `${r('GET', 'vigil', 'fastify')}×`, met: r('GET', 'vigil', 'fastify') >= 2 },
   { name: 'public reads p99', target: '≤ 5 ms', measured: `${reads?.p99} ms`, met: (reads?.p99 ?? Infinity) <= 5 },
   { name: 'ledger verification', target: '≥ 300,000 records/s', measured: `${ledger.verifyRecordsPerSec.toLocaleString('en-US')} records/s`, met: ledger.verifyRecordsPerSec >= 300_000 },
-  { name: `start-up until ready${scale}`, target: '≤ 10 s (1M records)', measured: `${(ledger.startupReadyMs / 1000).toFixed(2)} s`, met: ledger.startupReadyMs <= 10_000 },
-  { name: `RSS after loading${scale}`, target: '≤ 400 MB (1M records, 10k agents)', measured: `${ledger.rssMb} MB`, met: ledger.rssMb <= 400 },
+  { name: `restart until ready, from checkpoints${scale}`, target: '≤ 10 s (1M records)', measured: `${(ledger.warmReadyMs / 1000).toFixed(2)} s`, met: ledger.warmReadyMs <= 10_000 },
+  { name: `first start until ready, whole ledger${scale}`, target: '≤ 10 s (1M records)', measured: `${(ledger.coldReadyMs / 1000).toFixed(2)} s`, met: ledger.coldReadyMs <= 10_000 },
+  { name: `RSS after loading${scale}`, target: '≤ 400 MB (1M records, 10k agents)', measured: `${Math.max(ledger.warmRssMb, ledger.coldRssMb)} MB`, met: Math.max(ledger.warmRssMb, ledger.coldRssMb) <= 400 },
 ];
 
 const report: BenchReport = {
