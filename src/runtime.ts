@@ -10,6 +10,7 @@ import { Scope } from './domain/schemas.js';
 import { startHttpServer } from './http/server.js';
 import { Registry } from './registry.js';
 import { LmdbStore } from './store/lmdb.js';
+import { verifyChain } from './store/verify-chain.js';
 
 export interface Runtime {
   port: number;
@@ -66,7 +67,17 @@ export async function startRuntime(config: Config, log: Log = jsonLog): Promise<
   log('info', 'state rebuilt from the ledger', { ms: Math.round(performance.now() - started), checkpoints: after.size });
 
   const publicRecords = new PublicRecords(directory, config.appUrl, digest);
-  const http = await startHttpServer({ config, mode: 'embedded', bus, registry, ledger: store, directory, publicRecords, now });
+  const http = await startHttpServer({
+    config,
+    mode: 'embedded',
+    bus,
+    registry,
+    ledger: store,
+    directory,
+    publicRecords,
+    now,
+    verifyChain: (org, length, agentId, watchHead) => verifyChain(store, org, length, agentId, watchHead),
+  });
   log('info', 'listening', { port: http.port, host: config.host, mode: 'embedded', data_dir: config.dataDir, durability: config.durability });
   return {
     port: http.port,

@@ -6,6 +6,7 @@ import type { Config } from '../config.js';
 import { VigilError } from '../errors.js';
 import type { Registry } from '../registry.js';
 import type { LedgerStore } from '../store/ledger-store.js';
+import type { ChainCheck } from '../store/verify-chain.js';
 
 /** What route handlers may use. Chosen by the composition root (runtime.ts). */
 export interface AppDeps {
@@ -17,6 +18,8 @@ export interface AppDeps {
   directory: AgentDirectory;
   publicRecords: PublicRecords;
   now: () => number;
+  /** Recomputes an org's chain up to `length` (in parallel on a large ledger). */
+  verifyChain: (org: string, length: number, agentId: string | null, watchHead: Buffer | null) => Promise<ChainCheck>;
 }
 
 /** Turns an org writer's refusal value into the HTTP error it stands for. */

@@ -27,17 +27,18 @@ export class LmdbStore implements LedgerStore, RegistryStore, SnapshotStore {
   private readonly snapshots: Database<Snapshot, string>;
 
   constructor(
-    dir: string,
+    readonly dir: string,
     private readonly durability: Durability = 'sync',
+    options: { readOnly?: boolean } = {},
   ) {
-    mkdirSync(dir, { recursive: true });
-    this.root = open({ path: dir, maxDbs: 16, mapSize: 2 * 1024 ** 3, remapChunks: true });
+    if (options.readOnly !== true) mkdirSync(dir, { recursive: true });
+    this.root = open({ path: dir, maxDbs: 16, mapSize: 2 * 1024 ** 3, remapChunks: true, readOnly: options.readOnly === true });
     this.ledger = this.root.openDB<Buffer, LedgerKey>({ name: 'ledger', encoding: 'binary', cache: false });
     this.orgsDb = this.root.openDB<OrgRecord, string>({ name: 'orgs' });
     this.keysDb = this.root.openDB<KeyRecord, string>({ name: 'keys' });
     this.tails = this.root.openDB<number, string>({ name: 'tails', useVersions: true });
     this.snapshots = this.root.openDB<Snapshot, string>({ name: 'snapshots' });
-    this.repairTails();
+    if (options.readOnly !== true) this.repairTails();
   }
 
   /** A tail behind its ledger (a data dir written before tails existed) is moved up to it. */

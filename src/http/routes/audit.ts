@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { agentId } from '../../domain/schemas.js';
-import { ChainVerifier, exportLine } from '../../domain/ledger.js';
+import { exportLine } from '../../domain/ledger.js';
 import { VigilError } from '../../errors.js';
 import type { AppDeps } from '../deps.js';
 import type { Route } from '../router.js';
@@ -14,7 +14,6 @@ const exportQuery = z.object({
 });
 const verifyQuery = z.object({ head: z.string().regex(/^[0-9a-f]{64}$/, 'a 64-character lowercase hex hash').optional() });
 
-const YIELD_EVERY = 20_000;
 
 /** Ledger export (JSON Lines, streamed) and chain verification. */
 export function auditRoutes(deps: AppDeps): Route[] {
@@ -49,28 +48,20 @@ export function auditRoutes(deps: AppDeps): Route[] {
         const id = params.agent_id ?? '';
         if (deps.directory.get(key.org, id) === undefined) throw new VigilError('not_found', `agent ${id} not found`);
         const length = deps.ledger.last(key.org)?.seq ?? 0;
-        const verifier = new ChainVerifier(q.head === undefined ? {} : { watchHead: Buffer.from(q.head, 'hex') });
-        let agentRecords = 0;
-        let n = 0;
-        for (const row of deps.ledger.range(key.org, 1, length)) {
-          verifier.push(row);
-          if (row.agentId === id) agentRecords++;
-          if (++n % YIELD_EVERY === 0) await new Promise<void>((resolve) => setImmediate(resolve));
-        }
-        const report = verifier.report();
+        const check = await deps.verifyChain(key.org, length, id, q.head === undefined ? null : Buffer.from(q.head, 'hex'));
         const body: Record<string, unknown> = {
-          ok: report.ok,
+          ok: check.ok,
           org: key.org,
           agent_id: id,
-          head: report.head,
-          length: report.length,
-          agent_records: agentRecords,
-          first_bad_seq: report.first_bad_seq,
-          problem: report.problem,
+          head: check.head,
+          length: check.length,
+          agent_records: check.agent_records,
+          first_bad_seq: check.first_bad_seq,
+          problem: check.problem,
         };
         if (q.head !== undefined) {
-          const at = verifier.watchedSeq;
-          const trusted = at !== null && (report.first_bad_seq === null || report.first_bad_seq > at);
+          const at = check.watched_seq;
+          const trusted = at !== null && (check.first_bad_seq === null || check.first_bad_seq > at);
           body.head_check = { head: q.head, is_prefix: trusted, seq: trusted ? at : null };
         }
         return { body };

@@ -1,0 +1,97 @@
+import { availableParallelism } from 'node:os';
+import { Worker } from 'node:worker_threads';
+import { ChainVerifier, GENESIS_HASH } from '../domain/ledger.js';
+import type { LmdbStore } from './lmdb.js';
+
+export interface ChainCheck {
+  ok: boolean;
+  head: string | null;
+  length: number;
+  first_bad_seq: number | null;
+  problem: string | null;
+  agent_records: number;
+  /** Seq at which the watched head appears (only trusted by the caller if no earlier row is bad). */
+  watched_seq: number | null;
+}
+
+export interface SliceJob {
+  dir: string;
+  org: string;
+  from: number;
+  to: number;
+  agentId: string | null;
+  watchHead: Buffer | null;
+}
+
+/** Below this many rows a worker costs more than it saves. */
+const PARALLEL_FROM = 200_000;
+
+/**
+ * Verifies an org's chain from seq 1 to `length`. Large ledgers are cut into slices verified by
+ * worker threads in parallel (hashing is the cost, and each slice only needs the chain hash just
+ * before it); the slices' reports are merged in order. Small ones are verified inline.
+ */
+export async function verifyChain(
+  store: LmdbStore,
+  org: string,
+  length: number,
+  agentId: string | null,
+  watchHead: Buffer | null,
+  parallelFrom = PARALLEL_FROM,
+): Promise<ChainCheck> {
+  const workers = Math.min(availableParallelism(), 4);
+  if (length < parallelFrom || workers < 2) {
+    return verifySlice(store, { dir: store.dir, org, from: 1, to: length, agentId, watchHead }, true);
+  }
+  const size = Math.ceil(length / workers);
+  const jobs: SliceJob[] = [];
+  for (let from = 1; from <= length; from += size) jobs.push({ dir: store.dir, org, from, to: Math.min(length, from + size - 1), agentId, watchHead });
+  const parts = await Promise.all(jobs.map(runWorker));
+  return merge(parts);
+}
+
+/** Verifies one slice; yields to the event loop now and then when run inline. */
+export async function verifySlice(store: Pick<LmdbStore, 'get' | 'range'>, job: SliceJob, yieldOften = false): Promise<ChainCheck> {
+  const start = job.from > 1 ? store.get(job.org, job.from - 1)?.chainHash : GENESIS_HASH;
+  const verifier = new ChainVerifier({ startSeq: job.from - 1, startHash: start ?? Buffer.alloc(32), ...(job.watchHead === null ? {} : { watchHead: job.watchHead }) });
+  let agentRecords = 0;
+  let n = 0;
+  for (const row of store.range(job.org, job.from, job.to)) {
+    verifier.push(row);
+    if (row.agentId === job.agentId) agentRecords++;
+    if (yieldOften && ++n % 20_000 === 0) await new Promise<void>((resolve) => setImmediate(resolve));
+  }
+  const report = verifier.report();
+  const missing = report.length < job.to - job.from + 1;
+  return {
+    ok: report.ok && !missing,
+    head: report.head,
+    length: report.length,
+    first_bad_seq: report.first_bad_seq ?? (missing ? job.from + report.length : null),
+    problem: report.problem ?? (missing ? 'rows are missing' : null),
+    agent_records: agentRecords,
+    watched_seq: verifier.watchedSeq,
+  };
+}
+
+function merge(parts: ChainCheck[]): ChainCheck {
+  const bad = parts.find((p) => p.first_bad_seq !== null);
+  return {
+    ok: parts.every((p) => p.ok),
+    head: parts.at(-1)?.head ?? null,
+    length: parts.reduce((n, p) => n + p.length, 0),
+    first_bad_seq: bad?.first_bad_seq ?? null,
+    problem: bad?.problem ?? null,
+    agent_records: parts.reduce((n, p) => n + p.agent_records, 0),
+    watched_seq: parts.find((p) => p.watched_seq !== null)?.watched_seq ?? null,
+  };
+}
+
+function runWorker(job: SliceJob): Promise<ChainCheck> {
+  return new Promise((resolve, reject) => {
+    const worker = new Worker(new URL('./verify-chain-worker.mjs', import.meta.url), { workerData: job });
+    worker.once('message', (check: ChainCheck) => resolve(check));
+    worker.once('error', reject);
+    worker.once('exit', (code) => code !== 0 && reject(new Error(`verify worker exited with ${code}`)));
+  });
+}
