@@ -31,6 +31,7 @@ const envSchema = z.object({
   VIGIL_KEY_RATE_LIMIT: z.coerce.number().int().min(0).default(0),
   VIGIL_MAX_PENDING: z.coerce.number().int().min(1).default(10_000),
   VIGIL_DURABILITY: z.enum(['sync', 'process']).default('sync'),
+  VIGIL_CHECKPOINT_SECONDS: z.coerce.number().int().min(1).default(60),
   VIGIL_WEBHOOK_RETRY_SCHEDULE: schedule,
   VIGIL_WEBHOOK_ALLOW_PRIVATE: flag,
   VIGIL_BOOTSTRAP_ORG: z.string().min(1).optional(),
@@ -50,6 +51,8 @@ export interface Config {
   keyRateLimitPerSecond: number;
   maxPendingPerOrg: number;
   durability: 'sync' | 'process';
+  /** How often in-memory state is checkpointed (bounds the replay after a crash). */
+  checkpointSeconds: number;
   webhookRetrySchedule: number[];
   webhookAllowPrivate: boolean;
   bootstrap: { org: string; key: string } | undefined;
@@ -84,6 +87,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     keyRateLimitPerSecond: e.VIGIL_KEY_RATE_LIMIT,
     maxPendingPerOrg: e.VIGIL_MAX_PENDING,
     durability: e.VIGIL_DURABILITY,
+    checkpointSeconds: e.VIGIL_CHECKPOINT_SECONDS,
     webhookRetrySchedule: e.VIGIL_WEBHOOK_RETRY_SCHEDULE,
     webhookAllowPrivate: e.VIGIL_WEBHOOK_ALLOW_PRIVATE,
     bootstrap:

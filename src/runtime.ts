@@ -1,5 +1,5 @@
 import { AgentDirectory } from './actors/agent-directory.js';
-import { restoreCheckpoints, saveCheckpoints } from './actors/checkpoints.js';
+import { newerThan, restoreCheckpoints, saveCheckpoints } from './actors/checkpoints.js';
 import { OrgActors } from './actors/org-actors.js';
 import { PublicRecords } from './actors/public-records.js';
 import type { Bus } from './bus/bus.js';
@@ -53,18 +53,35 @@ export async function startRuntime(config: Config, log: Log = jsonLog): Promise<
   const started = performance.now();
   // Checkpoints seed the state; one pass over the rest of the ledger rebuilds the projections
   // and the org writers alike.
-  const after = restoreCheckpoints(store, directory, actors, digest);
+  const restored = restoreCheckpoints(store, directory, actors, digest);
   let replaying = true;
   await bus.subscribe(
     (org, rows) => {
-      directory.onCommitted(org, rows);
-      if (replaying) actors.onReplay(org, rows);
+      if (!replaying) return directory.onCommitted(org, rows);
+      const forDirectory = newerThan(rows, restored.directory.get(org));
+      if (forDirectory.length > 0) directory.onCommitted(org, forDirectory);
+      const forWriter = newerThan(rows, restored.writer.get(org));
+      if (forWriter.length > 0) actors.onReplay(org, forWriter);
     },
-    { after },
+    { after: restored.after },
   );
   replaying = false;
   actors.finishReplay();
-  log('info', 'state rebuilt from the ledger', { ms: Math.round(performance.now() - started), checkpoints: after.size });
+  log('info', 'state rebuilt from the ledger', {
+    ms: Math.round(performance.now() - started),
+    checkpoints: restored.writer.size + restored.directory.size,
+  });
+  // Checkpoints now and then bound the replay after a crash; a clean stop saves them too.
+  let saved = new Map<string, number>();
+  let saving: Promise<unknown> = Promise.resolve();
+  const checkpoint = (drain: boolean): Promise<unknown> =>
+    (saving = saving
+      .then(async () => {
+        saved = await saveCheckpoints(store, directory, actors, digest, () => new Date(), saved, drain);
+      })
+      .catch((error: unknown) => log('error', 'checkpoint failed', { error: String(error) })));
+  const timer = setInterval(() => void checkpoint(false), config.checkpointSeconds * 1000);
+  timer.unref();
 
   const publicRecords = new PublicRecords(directory, config.appUrl, digest);
   const http = await startHttpServer({
@@ -85,8 +102,9 @@ export async function startRuntime(config: Config, log: Log = jsonLog): Promise<
     firstKey,
     async close() {
       http.close();
-      const saved = await saveCheckpoints(store, directory, actors, digest, new Date());
-      log('info', 'checkpoints saved', { orgs: saved });
+      clearInterval(timer);
+      await checkpoint(true);
+      log('info', 'checkpoints saved', { consumers: saved.size });
       await bus.close();
       await store.close();
     },

@@ -64,11 +64,16 @@ export class AgentDirectory {
   /** The org's state as plain data, for a checkpoint. */
   snapshot(org: string): DirectorySnapshot | undefined {
     const entry = this.orgs.get(org);
-    return entry === undefined ? undefined : { head: entry.head, length: entry.length, agents: [...entry.agents.values()] };
+    // Copied: the summaries are updated in place by later rows.
+    return entry === undefined ? undefined : { head: entry.head, length: entry.length, agents: [...entry.agents.values()].map((a) => ({ ...a })) };
   }
 
   restore(org: string, snapshot: DirectorySnapshot): void {
     this.orgs.set(org, { head: snapshot.head, length: snapshot.length, agents: new Map(snapshot.agents.map((a) => [a.agent_id, { ...a }])) });
+  }
+
+  orgNames(): string[] {
+    return [...this.orgs.keys()];
   }
 
   get(org: string, agentId: string): AgentSummary | undefined {

@@ -34,14 +34,16 @@ export class OrgActors {
     this.replaying?.set(org, OrgRecovery.from(this.options.policy, snapshot));
   }
 
-  /** Checkpoints of every idle running writer, by org (call once the front end stopped). */
-  async snapshots(): Promise<Map<string, WriterSnapshot>> {
+  /**
+   * Each running writer's state at its next fully committed moment, by org. With `drain`, first
+   * waits until nothing is queued (for a clean stop, once the front end stopped taking work).
+   */
+  async snapshots(drain = false): Promise<Map<string, WriterSnapshot>> {
     const out = new Map<string, WriterSnapshot>();
     for (const [org, actor] of this.actors) {
       if (!(actor instanceof OrgLedgerActor)) continue;
-      await actor.idle();
-      const snapshot = actor.snapshot();
-      if (snapshot !== null) out.set(org, snapshot);
+      if (drain) await actor.idle();
+      out.set(org, await actor.nextSnapshot());
     }
     return out;
   }

@@ -58,6 +58,7 @@ export class OrgLedgerActor {
   private broken = false;
   /** A batch is being committed: the next one waits for it, so commits run back to back. */
   private committing = false;
+  private snapshotWaiters: ((snapshot: WriterSnapshot) => void)[] = [];
   private readonly maxInflight: number;
 
   private constructor(
@@ -116,10 +117,11 @@ export class OrgLedgerActor {
     // The next batch may start once this one is committed, or once its append settled at all
     // (an adapter that fails may never say "committed").
     let committed = rows.length === 0;
-    const onCommitted = (): void => {
+    const onCommitted = (ok = false): void => {
       if (committed) return;
       committed = true;
       this.committing = false;
+      if (ok && this.snapshotWaiters.length > 0) this.resolveSnapshotWaiters();
       this.pump();
     };
     if (!committed) this.committing = true;
@@ -130,7 +132,7 @@ export class OrgLedgerActor {
             (outcome) => (outcome.ok ? null : 'the ledger was written by another writer'),
             (error: unknown) => ensureError(error).message,
           );
-    void appended.then(onCommitted);
+    void appended.then(() => onCommitted(false));
     this.tail = this.tail
       .then(() => appended)
       .then(async (failure) => {
@@ -194,14 +196,31 @@ export class OrgLedgerActor {
    * hold only what the ledger holds).
    */
   snapshot(): WriterSnapshot | null {
-    if (this.inflight > 0 || this.committing || this.broken || this.queue.length > 0) return null;
+    // Only one batch commits at a time and the next is planned after it, so when none is
+    // committing, everything in memory is committed (perhaps not yet flushed: a checkpoint is
+    // written in a later transaction, so it never outlives the rows it describes).
+    if (this.committing || this.broken) return null;
     return {
       lastSeq: this.lastSeq,
       head: this.head,
       lastMs: this.lastRecordedMs,
       nextEventId: this.state.nextEventId,
-      agents: [...this.state.agents],
+      // Copied: planning goes on right after, and replaces these objects' fields.
+      agents: [...this.state.agents].map(([id, e]) => [id, { view: { ...e.view }, scoring: { ...e.scoring } }]),
     };
+  }
+
+  /** The state at the next moment everything planned is committed (at once when idle). */
+  nextSnapshot(): Promise<WriterSnapshot> {
+    const now = this.snapshot();
+    if (now !== null) return Promise.resolve(now);
+    return new Promise((resolve) => this.snapshotWaiters.push(resolve));
+  }
+
+  private resolveSnapshotWaiters(): void {
+    const snapshot = this.snapshot();
+    if (snapshot === null) return;
+    for (const resolve of this.snapshotWaiters.splice(0)) resolve(snapshot);
   }
 
   /** Resolves when nothing is waiting or uncommitted (after the front end stopped taking work). */

@@ -32,7 +32,7 @@ export class MemoryBus implements Bus {
   async append(org: string, rows: readonly LedgerRow[], expectedLastSeq: number, options?: AppendOptions): Promise<AppendOutcome> {
     const first = rows[0];
     if (first === undefined || first.seq !== expectedLastSeq + 1) {
-      options?.onCommitted?.();
+      options?.onCommitted?.(first === undefined);
       return first === undefined ? { ok: true } : { ok: false, reason: 'conflict' };
     }
     // Pipelined appends of one org settle in order; delivery is chained so it is in order too.

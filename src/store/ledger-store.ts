@@ -8,7 +8,7 @@ export interface AppendOptions {
    * is durable. A writer may start its next batch then, so commits run back to back while
    * earlier batches are still being flushed.
    */
-  onCommitted?: () => void;
+  onCommitted?: (committed: boolean) => void;
 }
 
 /**

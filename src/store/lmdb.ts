@@ -52,7 +52,7 @@ export class LmdbStore implements LedgerStore, RegistryStore, SnapshotStore {
   async append(org: string, rows: readonly LedgerRow[], expectedLastSeq: number, options?: AppendOptions): Promise<AppendOutcome> {
     const last = rows[rows.length - 1];
     if (last === undefined) {
-      options?.onCommitted?.();
+      options?.onCommitted?.(true);
       return { ok: true };
     }
     // The fence lives in the write transaction: the org's tail version must still be the expected
@@ -65,11 +65,11 @@ export class LmdbStore implements LedgerStore, RegistryStore, SnapshotStore {
       }
       void this.tails.put(org, last.seq, last.seq);
     });
-    let written: boolean;
+    let written = false;
     try {
       written = await commit;
     } finally {
-      options?.onCommitted?.();
+      options?.onCommitted?.(written);
     }
     if (!written) return { ok: false, reason: 'conflict' };
     await this.durable();
@@ -128,17 +128,18 @@ export class LmdbStore implements LedgerStore, RegistryStore, SnapshotStore {
     await this.durable();
   }
 
-  getSnapshot(org: string): Snapshot | undefined {
-    return this.snapshots.get(org);
+  getSnapshot(name: string, org: string): Snapshot | undefined {
+    return this.snapshots.get(`${name}\u0000${org}`);
   }
 
-  async putSnapshot(org: string, snapshot: Snapshot): Promise<void> {
-    await this.snapshots.put(org, snapshot);
+  async putSnapshot(name: string, org: string, snapshot: Snapshot): Promise<void> {
+    await this.snapshots.put(`${name}\u0000${org}`, snapshot);
     await this.durable();
   }
 
-  snapshotOrgs(): string[] {
-    return [...this.snapshots.getKeys({})];
+  snapshotOrgs(name: string): string[] {
+    const prefix = `${name}\u0000`;
+    return [...this.snapshots.getKeys({ start: prefix, end: `${name}\u0001` })].map((k) => k.slice(prefix.length));
   }
 
   isEmpty(): boolean {

@@ -1,17 +1,17 @@
 import { cpSync } from 'node:fs';
 import { open } from 'lmdb';
 import { describe, expect, it } from 'vitest';
-import { call, removeDir, startServer, tempDir } from '../support/server.js';
+import { call, parseLines, removeDir, spawnServer, startServer, tempDir } from '../support/server.js';
 
 type Logs = { msg: string; fields?: Record<string, unknown> }[];
 const checkpointsUsed = (logs: Logs): unknown => logs.find((l) => l.msg === 'state rebuilt from the ledger')?.fields?.checkpoints;
 
-async function dropSnapshots(dir: string, mutate?: (value: any) => any): Promise<void> {
+async function dropSnapshots(dir: string, mutate?: (value: any, key: string) => any): Promise<void> {
   const env = open({ path: dir, maxDbs: 16 });
   const snapshots = env.openDB<any, string>({ name: 'snapshots' });
   for (const key of [...snapshots.getKeys({})]) {
     if (mutate === undefined) await snapshots.remove(key);
-    else await snapshots.put(key, mutate(snapshots.get(key)));
+    else await snapshots.put(key, mutate(snapshots.get(key), key));
   }
   await env.close();
 }
@@ -38,7 +38,7 @@ describe('start-up checkpoints', () => {
       const fromLedger: Logs = [];
       const b = await startServer({}, copy, fromLedger);
       try {
-        expect(checkpointsUsed(fromCheckpoint)).toBe(1);
+        expect(checkpointsUsed(fromCheckpoint)).toBe(2); // the org's writer and its directory
         expect(checkpointsUsed(fromLedger)).toBe(0);
         const [ra, rb] = [await call(a.url, 'POST', '/events/', { body: next }), await call(b.url, 'POST', '/events/', { body: next })];
         expect(ra.status).toBe(200);
@@ -67,7 +67,9 @@ describe('start-up checkpoints', () => {
       await call(first.url, 'POST', '/events/', { body: next });
       await first.close();
       // A forged checkpoint claiming a different state at the same seq.
-      await dropSnapshots(dir, (snap) => ({ ...snap, chain: Buffer.alloc(32, 7), writer: { ...snap.writer, nextEventId: 999 } }));
+      await dropSnapshots(dir, (snap, key) =>
+        key.startsWith('writer') ? { ...snap, chain: Buffer.alloc(32, 7), state: { ...snap.state, nextEventId: 999 } } : { ...snap, chain: Buffer.alloc(32, 7) },
+      );
       const logs: Logs = [];
       const again = await startServer({}, dir, logs);
       try {
@@ -76,6 +78,38 @@ describe('start-up checkpoints', () => {
         expect(res.body.event_id).toBe(2);
       } finally {
         await again.close();
+      }
+    } finally {
+      removeDir(dir);
+    }
+  });
+});
+
+describe('periodic checkpoints', () => {
+  it('bound the replay after kill -9: the restart seeds from them and continues correctly', async () => {
+    const dir = tempDir();
+    try {
+      const proc = await spawnServer(dir, { VIGIL_CHECKPOINT_SECONDS: '1' });
+      await call(proc.url, 'POST', '/agents/', { body: { agent_id: 'c', name: 'C' } });
+      for (let i = 0; i < 5; i++) await call(proc.url, 'POST', '/events/', { body: next });
+      // Wait for a periodic checkpoint, then write more that only the ledger holds.
+      await new Promise((r) => setTimeout(r, 2500));
+      for (let i = 0; i < 3; i++) await call(proc.url, 'POST', '/events/', { body: next });
+      proc.child.kill('SIGKILL');
+      await proc.exited;
+
+      const again = await spawnServer(dir);
+      try {
+        const line = again.output().split('\n').find((l) => l.includes('state rebuilt from the ledger'))!;
+        expect(JSON.parse(line).checkpoints).toBe(2);
+        const res = await call(again.url, 'POST', '/events/', { body: next });
+        expect(res.body.event_id).toBe(9);
+        const rows = parseLines((await call(again.url, 'GET', '/audit/export')).text);
+        expect(rows.length).toBe(10);
+        expect((await call(again.url, 'GET', '/agents/c')).body.ledger_records).toBe(10);
+      } finally {
+        again.child.kill('SIGTERM');
+        await again.exited;
       }
     } finally {
       removeDir(dir);
