@@ -134,14 +134,19 @@ export class ChainVerifier {
     this.watched = options.watchHead ?? null;
   }
 
-  push(row: LedgerRow): void {
+  /**
+   * Checks the next row. `computed` may carry its content and chain hashes when the caller
+   * hashed a batch of rows at once (the chain hash over the row's own prev_hash, which is
+   * checked against the previous row here); otherwise they are computed one by one.
+   */
+  push(row: LedgerRow, computed?: { content: Buffer; chain: Buffer }): void {
     this.count++;
     this.lastChain = row.chainHash;
     if (this.watched !== null && this.watchedSeq === null && row.chainHash.equals(this.watched)) {
       this.watchedSeq = row.seq;
     }
     if (this.firstBad !== null) return;
-    const fail = this.check(row);
+    const fail = this.check(row, computed);
     if (fail !== null) {
       this.firstBad = Number.isInteger(row.seq) ? row.seq : this.expectedSeq;
       this.problem = fail;
@@ -150,12 +155,13 @@ export class ChainVerifier {
     this.prev = row.chainHash;
   }
 
-  private check(row: LedgerRow): string | null {
+  private check(row: LedgerRow, computed?: { content: Buffer; chain: Buffer }): string | null {
     if (row.seq !== this.expectedSeq) return `expected seq ${this.expectedSeq}, found ${String(row.seq)}`;
     if (!row.prevHash.equals(this.prev)) return 'prev_hash does not match the previous chain_hash';
-    const content = sha256(canonicalEntry(row.seq, row.kind, row.recordedAt, row.agentId, row.bodyJson));
+    const content = computed?.content ?? sha256(canonicalEntry(row.seq, row.kind, row.recordedAt, row.agentId, row.bodyJson));
     if (!content.equals(row.contentHash)) return 'content_hash does not match the record';
-    if (!chainStep(this.prev, content).equals(row.chainHash)) return 'chain_hash does not match';
+    const chain = computed?.chain ?? chainStep(this.prev, content);
+    if (!chain.equals(row.chainHash)) return 'chain_hash does not match';
     return null;
   }
 

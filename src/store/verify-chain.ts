@@ -1,6 +1,8 @@
 import { availableParallelism } from 'node:os';
 import { Worker } from 'node:worker_threads';
-import { ChainVerifier, GENESIS_HASH } from '../domain/ledger.js';
+import { ChainVerifier, GENESIS_HASH, type LedgerRow } from '../domain/ledger.js';
+import { BatchHasher } from '../domain/ledger-batch.js';
+import { nativeSha256Many } from './batch-hash.js';
 import type { LmdbStore } from './lmdb.js';
 
 export interface ChainCheck {
@@ -22,6 +24,8 @@ export interface SliceJob {
   agentId: string | null;
   watchHead: Buffer | null;
 }
+
+const BATCH = 2048;
 
 /** Below this many rows a worker costs more than it saves. */
 const PARALLEL_FROM = 200_000;
@@ -56,11 +60,24 @@ export async function verifySlice(store: Pick<LmdbStore, 'get' | 'range'>, job: 
   const verifier = new ChainVerifier({ startSeq: job.from - 1, startHash: start ?? Buffer.alloc(32), ...(job.watchHead === null ? {} : { watchHead: job.watchHead }) });
   let agentRecords = 0;
   let n = 0;
+  const hasher = nativeSha256Many === null ? null : new BatchHasher(nativeSha256Many);
+  let batch: LedgerRow[] = [];
+  const flush = (): void => {
+    const computed = hasher!.hash(batch);
+    for (let i = 0; i < batch.length; i++) verifier.push(batch[i]!, computed[i]);
+    batch = [];
+  };
   for (const row of store.range(job.org, job.from, job.to)) {
-    verifier.push(row);
     if (row.agentId === job.agentId) agentRecords++;
+    if (hasher !== null) {
+      batch.push(row);
+      if (batch.length === BATCH) flush();
+    } else {
+      verifier.push(row);
+    }
     if (yieldOften && ++n % 20_000 === 0) await new Promise<void>((resolve) => setImmediate(resolve));
   }
+  if (batch.length > 0) flush();
   const report = verifier.report();
   const missing = report.length < job.to - job.from + 1;
   return {
