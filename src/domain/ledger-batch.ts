@@ -1,51 +1,109 @@
-import { canonicalEntry, type LedgerRow } from './ledger.js';
+import type { ChainVerifier } from './ledger.js';
 
 /** sha256Many(data, ends, out): message i is data[ends[i-1], ends[i]); digest i goes to out[32 i]. */
 export type Sha256Many = (data: Buffer, ends: Uint32Array, out: Buffer) => void;
 
 /**
- * Computes, for a batch of rows, each row's content hash and its chain hash over the row's own
- * prev_hash, with two calls of the injected batch SHA-256 for the whole batch.
+ * Where a stored row's fields sit in its bytes: slots of an Int32Array filled by the store's
+ * codec. The three hashes are 96 bytes (content, prev, chain) at HASHES; an agent start of -1
+ * means a null agent.
  */
-export class BatchHasher {
-  private data: Buffer = Buffer.alloc(1 << 20);
-  private chainInput = Buffer.alloc(0);
-  private contents = Buffer.alloc(0);
-  private chains = Buffer.alloc(0);
+export const Layout = { HASHES: 0, KIND: 1, KIND_END: 2, AT: 3, AT_END: 4, AGENT: 5, AGENT_END: 6, BODY: 7, BODY_END: 8 } as const;
+export const LAYOUT_SLOTS = 9;
 
-  constructor(private readonly sha256Many: Sha256Many) {}
+const HEAD = Buffer.from('{"agent_id":');
+const BODY = Buffer.from(',"body":');
+const KIND = Buffer.from(',"kind":');
+const AT = Buffer.from(',"recorded_at":');
+const SEQ = Buffer.from(',"seq":');
 
-  hash(rows: readonly LedgerRow[]): { content: Buffer; chain: Buffer }[] {
-    const n = rows.length;
-    const ends = new Uint32Array(n);
-    let at = 0;
-    for (let i = 0; i < n; i++) {
-      const r = rows[i]!;
-      const entry = canonicalEntry(r.seq, r.kind, r.recordedAt, r.agentId, r.bodyJson);
-      const need = at + Buffer.byteLength(entry);
-      if (need > this.data.length) this.data = grow(this.data, need, at);
-      at += this.data.write(entry, at, 'utf8');
-      ends[i] = at;
-    }
-    if (this.contents.length < 32 * n) {
-      this.contents = Buffer.alloc(32 * n);
-      this.chains = Buffer.alloc(32 * n);
-      this.chainInput = Buffer.alloc(64 * n);
-    }
-    this.sha256Many(this.data, ends, this.contents);
-    const chainEnds = new Uint32Array(n);
-    for (let i = 0; i < n; i++) {
-      rows[i]!.prevHash.copy(this.chainInput, 64 * i);
-      this.contents.copy(this.chainInput, 64 * i + 32, 32 * i, 32 * i + 32);
-      chainEnds[i] = 64 * (i + 1);
-    }
-    this.sha256Many(this.chainInput, chainEnds, this.chains);
-    const out: { content: Buffer; chain: Buffer }[] = new Array(n);
-    for (let i = 0; i < n; i++) {
-      out[i] = { content: this.contents.subarray(32 * i, 32 * i + 32), chain: this.chains.subarray(32 * i, 32 * i + 32) };
-    }
-    return out;
+/**
+ * Verifies stored rows in batches without decoding them: each row's canonical entry
+ * (JCS of {seq, kind, recorded_at, agent_id, body}) is assembled from its stored bytes, a whole
+ * batch is hashed in two calls of `sha256Many`, and the results go to the ChainVerifier.
+ */
+export class RowBatch {
+  private data: Buffer = Buffer.alloc(1 << 21);
+  private at = 0;
+  private n = 0;
+  private readonly ends: Uint32Array;
+  private readonly chainEnds: Uint32Array;
+  private readonly seqs: Float64Array;
+  private readonly stored: Buffer;
+  private readonly contents: Buffer;
+  private readonly chainInput: Buffer;
+  private readonly chains: Buffer;
+
+  constructor(
+    private readonly sha256Many: Sha256Many,
+    private readonly verifier: ChainVerifier,
+    private readonly size = 2048,
+  ) {
+    this.ends = new Uint32Array(size);
+    this.chainEnds = new Uint32Array(size);
+    for (let i = 0; i < size; i++) this.chainEnds[i] = 64 * (i + 1);
+    this.seqs = new Float64Array(size);
+    this.stored = Buffer.alloc(96 * size);
+    this.contents = Buffer.alloc(32 * size);
+    this.chainInput = Buffer.alloc(64 * size);
+    this.chains = Buffer.alloc(32 * size);
   }
+
+  /** Adds the row stored as `src` (its fields located by `layout`); the bytes are copied at once. */
+  add(seq: number, src: Buffer, layout: Int32Array): void {
+    const need = this.at + src.length + 128;
+    if (need > this.data.length) this.data = grow(this.data, need, this.at);
+    const i = this.n++;
+    this.seqs[i] = seq;
+    src.copy(this.stored, 96 * i, layout[Layout.HASHES]!, layout[Layout.HASHES]! + 96);
+    this.at = writeEntry(this.data, this.at, seq, src, layout);
+    this.ends[i] = this.at;
+    if (this.n === this.size) this.flush();
+  }
+
+  flush(): void {
+    const n = this.n;
+    if (n === 0) return;
+    const ends = this.ends.subarray(0, n);
+    this.sha256Many(this.data, ends, this.contents);
+    for (let i = 0; i < n; i++) {
+      this.stored.copy(this.chainInput, 64 * i, 96 * i + 32, 96 * i + 64);
+      this.contents.copy(this.chainInput, 64 * i + 32, 32 * i, 32 * i + 32);
+    }
+    this.sha256Many(this.chainInput, this.chainEnds.subarray(0, n), this.chains);
+    for (let i = 0; i < n; i++) this.verifier.pushHashes(this.seqs[i]!, this.stored, 96 * i, this.contents, 32 * i, this.chains, 32 * i);
+    this.n = 0;
+    this.at = 0;
+  }
+}
+
+/** Writes the canonical entry of a stored row; a field that needs JSON escaping takes the slow path. */
+function writeEntry(out: Buffer, at: number, seq: number, src: Buffer, l: Int32Array): number {
+  at += HEAD.copy(out, at);
+  if (l[Layout.AGENT]! < 0) at += out.write('null', at, 'latin1');
+  else at = writeJsonString(out, at, src, l[Layout.AGENT]!, l[Layout.AGENT_END]!);
+  at += BODY.copy(out, at);
+  at += src.copy(out, at, l[Layout.BODY]!, l[Layout.BODY_END]!);
+  at += KIND.copy(out, at);
+  at = writeJsonString(out, at, src, l[Layout.KIND]!, l[Layout.KIND_END]!);
+  at += AT.copy(out, at);
+  at = writeJsonString(out, at, src, l[Layout.AT]!, l[Layout.AT_END]!);
+  at += SEQ.copy(out, at);
+  at += out.write(String(seq), at, 'latin1');
+  out[at++] = 0x7d; // }
+  return at;
+}
+
+/** A JSON string of UTF-8 bytes: copied as is unless a byte needs escaping (then via JSON.stringify). */
+function writeJsonString(out: Buffer, at: number, src: Buffer, start: number, end: number): number {
+  for (let i = start; i < end; i++) {
+    const b = src[i]!;
+    if (b < 0x20 || b === 0x22 || b === 0x5c) return at + out.write(JSON.stringify(src.toString('utf8', start, end)), at, 'utf8');
+  }
+  out[at++] = 0x22;
+  at += src.copy(out, at, start, end);
+  out[at++] = 0x22;
+  return at;
 }
 
 function grow(buf: Buffer, need: number, used: number): Buffer {

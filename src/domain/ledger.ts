@@ -116,53 +116,79 @@ export interface VerifyReport {
 /**
  * Recomputes a chain record by record. Feed rows in order; it never throws on bad data but
  * remembers the first bad seq. `startSeq`/`startHash` allow verifying a window of a chain.
+ * Rows come either decoded (`push`) or as raw hashes laid out in a buffer (`pushHashes`, for
+ * batches hashed at once); both go through the same checks.
  */
 export class ChainVerifier {
   private expectedSeq: number;
-  private prev: Buffer;
+  /** The previous row's stored chain hash. */
+  private readonly prev = Buffer.alloc(32);
+  private readonly last = Buffer.alloc(32);
   private count = 0;
   private firstBad: number | null = null;
   private problem: string | null = null;
-  private lastChain: Buffer | null = null;
-  private watched: Buffer | null;
+  private readonly watched: Buffer | null;
+  private readonly scratch = Buffer.alloc(160);
   /** Seq at which the watched head hash appeared, if it did. */
   watchedSeq: number | null = null;
 
   constructor(options: { startSeq?: number; startHash?: Buffer; watchHead?: Buffer } = {}) {
     this.expectedSeq = (options.startSeq ?? 0) + 1;
-    this.prev = options.startHash ?? GENESIS_HASH;
+    (options.startHash ?? GENESIS_HASH).copy(this.prev);
     this.watched = options.watchHead ?? null;
   }
 
   /**
-   * Checks the next row. `computed` may carry its content and chain hashes when the caller
-   * hashed a batch of rows at once (the chain hash over the row's own prev_hash, which is
-   * checked against the previous row here); otherwise they are computed one by one.
+   * Checks the next row. `computed` may carry its content hash and its chain hash over the
+   * row's own prev_hash (from a batch hashed at once); otherwise they are computed here.
    */
   push(row: LedgerRow, computed?: { content: Buffer; chain: Buffer }): void {
-    this.count++;
-    this.lastChain = row.chainHash;
-    if (this.watched !== null && this.watchedSeq === null && row.chainHash.equals(this.watched)) {
-      this.watchedSeq = row.seq;
+    const s = this.scratch;
+    row.contentHash.copy(s, 0);
+    row.prevHash.copy(s, 32);
+    row.chainHash.copy(s, 64);
+    let content = computed?.content;
+    let chain = computed?.chain;
+    if (content === undefined || chain === undefined) {
+      content = sha256(canonicalEntry(row.seq, row.kind, row.recordedAt, row.agentId, row.bodyJson));
+      chain = chainStep(row.prevHash.length === 32 ? row.prevHash : this.prev, content);
     }
-    if (this.firstBad !== null) return;
-    const fail = this.check(row, computed);
-    if (fail !== null) {
-      this.firstBad = Number.isInteger(row.seq) ? row.seq : this.expectedSeq;
-      this.problem = fail;
-    }
-    this.expectedSeq++;
-    this.prev = row.chainHash;
+    content.copy(s, 96);
+    chain.copy(s, 128);
+    const wellFormed = row.contentHash.length === 32 && row.prevHash.length === 32 && row.chainHash.length === 32;
+    this.pushHashes(row.seq, s, 0, s, 96, s, 128, wellFormed);
   }
 
-  private check(row: LedgerRow, computed?: { content: Buffer; chain: Buffer }): string | null {
-    if (row.seq !== this.expectedSeq) return `expected seq ${this.expectedSeq}, found ${String(row.seq)}`;
-    if (!row.prevHash.equals(this.prev)) return 'prev_hash does not match the previous chain_hash';
-    const content = computed?.content ?? sha256(canonicalEntry(row.seq, row.kind, row.recordedAt, row.agentId, row.bodyJson));
-    if (!content.equals(row.contentHash)) return 'content_hash does not match the record';
-    const chain = computed?.chain ?? chainStep(this.prev, content);
-    if (!chain.equals(row.chainHash)) return 'chain_hash does not match';
-    return null;
+  /**
+   * Checks the next row from hashes laid out in buffers: at `stored[at]` its content, prev and
+   * chain hashes (32 bytes each), at `contents[c]` its recomputed content hash and at
+   * `chains[h]` the chain hash recomputed over its stored prev_hash.
+   */
+  pushHashes(seq: number, stored: Buffer, at: number, contents: Buffer, c: number, chains: Buffer, h: number, wellFormed = true): void {
+    this.count++;
+    stored.copy(this.last, 0, at + 64, at + 96);
+    if (this.watched !== null && this.watchedSeq === null && this.watched.compare(stored, at + 64, at + 96) === 0) {
+      this.watchedSeq = seq;
+    }
+    if (this.firstBad === null) {
+      const fail = !wellFormed
+        ? 'a hash is not 64 hex characters'
+        : seq !== this.expectedSeq
+          ? `expected seq ${this.expectedSeq}, found ${String(seq)}`
+          : this.prev.compare(stored, at + 32, at + 64) !== 0
+            ? 'prev_hash does not match the previous chain_hash'
+            : contents.compare(stored, at, at + 32, c, c + 32) !== 0
+              ? 'content_hash does not match the record'
+              : chains.compare(stored, at + 64, at + 96, h, h + 32) !== 0
+                ? 'chain_hash does not match'
+                : null;
+      if (fail !== null) {
+        this.firstBad = Number.isInteger(seq) ? seq : this.expectedSeq;
+        this.problem = fail;
+      }
+    }
+    this.expectedSeq++;
+    stored.copy(this.prev, 0, at + 64, at + 96);
   }
 
   /** Marks a record that could not even be read (bad JSON line) at the position expected next. */
@@ -178,7 +204,7 @@ export class ChainVerifier {
   report(): VerifyReport {
     return {
       ok: this.firstBad === null,
-      head: this.lastChain === null ? null : this.lastChain.toString('hex'),
+      head: this.count === 0 ? null : this.last.toString('hex'),
       length: this.count,
       first_bad_seq: this.firstBad,
       problem: this.problem,

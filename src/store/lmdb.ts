@@ -97,6 +97,16 @@ export class LmdbStore implements LedgerStore, RegistryStore, SnapshotStore {
     }
   }
 
+  /**
+   * Stored rows as raw bytes (see row-codec.ts), for verification without decoding. The buffer
+   * may be reused by the next step of the iteration: copy what you keep.
+   */
+  *rawRange(org: string, fromSeq: number, toSeq = Number.MAX_SAFE_INTEGER): Iterable<{ seq: number; value: Buffer }> {
+    for (const { key, value } of this.ledger.getRange({ start: [org, fromSeq], end: [org, toSeq + 1] })) {
+      yield { seq: key[1], value };
+    }
+  }
+
   *orgs(): Iterable<string> {
     let after: string | null = null;
     for (;;) {

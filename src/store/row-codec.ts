@@ -1,3 +1,4 @@
+import { Layout } from '../domain/ledger-batch.js';
 import type { LedgerRow } from '../domain/ledger.js';
 
 /**
@@ -63,4 +64,27 @@ export function decodeRow(seq: number, buf: Uint8Array): LedgerRow {
     chainHash: hashes.subarray(64, 96),
     body: undefined, // parsed on demand (rowBody); declared here so every row has one shape
   };
+}
+
+/** Fills `layout` (see domain Layout) with where the fields of a stored row sit in its bytes. */
+export function readLayout(b: Buffer, layout: Int32Array): void {
+  let at = 97;
+  layout[Layout.HASHES] = 1;
+  const kindLen = b[at++]!;
+  layout[Layout.KIND] = at;
+  layout[Layout.KIND_END] = at += kindLen;
+  const atLen = b[at++]!;
+  layout[Layout.AT] = at;
+  layout[Layout.AT_END] = at += atLen;
+  const agentLen = b.readUInt16BE(at);
+  at += 2;
+  if (agentLen === NULL_AGENT) {
+    layout[Layout.AGENT] = -1;
+    layout[Layout.AGENT_END] = -1;
+  } else {
+    layout[Layout.AGENT] = at;
+    layout[Layout.AGENT_END] = at += agentLen;
+  }
+  layout[Layout.BODY] = at;
+  layout[Layout.BODY_END] = b.length;
 }

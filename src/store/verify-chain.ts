@@ -1,8 +1,9 @@
 import { availableParallelism } from 'node:os';
 import { Worker } from 'node:worker_threads';
-import { ChainVerifier, GENESIS_HASH, type LedgerRow } from '../domain/ledger.js';
-import { BatchHasher } from '../domain/ledger-batch.js';
+import { ChainVerifier, GENESIS_HASH } from '../domain/ledger.js';
+import { Layout, LAYOUT_SLOTS, RowBatch } from '../domain/ledger-batch.js';
 import { nativeSha256Many } from './batch-hash.js';
+import { readLayout } from './row-codec.js';
 import type { LmdbStore } from './lmdb.js';
 
 export interface ChainCheck {
@@ -25,7 +26,6 @@ export interface SliceJob {
   watchHead: Buffer | null;
 }
 
-const BATCH = 2048;
 
 /** Below this many rows a worker costs more than it saves. */
 const PARALLEL_FROM = 200_000;
@@ -55,29 +55,31 @@ export async function verifyChain(
 }
 
 /** Verifies one slice; yields to the event loop now and then when run inline. */
-export async function verifySlice(store: Pick<LmdbStore, 'get' | 'range'>, job: SliceJob, yieldOften = false): Promise<ChainCheck> {
+export async function verifySlice(store: Pick<LmdbStore, 'get' | 'range' | 'rawRange'>, job: SliceJob, yieldOften = false): Promise<ChainCheck> {
   const start = job.from > 1 ? store.get(job.org, job.from - 1)?.chainHash : GENESIS_HASH;
   const verifier = new ChainVerifier({ startSeq: job.from - 1, startHash: start ?? Buffer.alloc(32), ...(job.watchHead === null ? {} : { watchHead: job.watchHead }) });
   let agentRecords = 0;
   let n = 0;
-  const hasher = nativeSha256Many === null ? null : new BatchHasher(nativeSha256Many);
-  let batch: LedgerRow[] = [];
-  const flush = (): void => {
-    const computed = hasher!.hash(batch);
-    for (let i = 0; i < batch.length; i++) verifier.push(batch[i]!, computed[i]);
-    batch = [];
-  };
-  for (const row of store.range(job.org, job.from, job.to)) {
-    if (row.agentId === job.agentId) agentRecords++;
-    if (hasher !== null) {
-      batch.push(row);
-      if (batch.length === BATCH) flush();
-    } else {
-      verifier.push(row);
+  if (nativeSha256Many !== null) {
+    // Hash the stored bytes in batches, without decoding the rows.
+    const batch = new RowBatch(nativeSha256Many, verifier);
+    const layout = new Int32Array(LAYOUT_SLOTS);
+    const agent = job.agentId === null ? null : Buffer.from(job.agentId);
+    for (const { seq, value } of store.rawRange(job.org, job.from, job.to)) {
+      readLayout(value, layout);
+      const a = layout[Layout.AGENT]!;
+      if (agent !== null && a >= 0 && value.compare(agent, 0, agent.length, a, layout[Layout.AGENT_END]!) === 0) agentRecords++;
+      batch.add(seq, value, layout);
+      if (yieldOften && ++n % 20_000 === 0) await new Promise<void>((resolve) => setImmediate(resolve));
     }
-    if (yieldOften && ++n % 20_000 === 0) await new Promise<void>((resolve) => setImmediate(resolve));
+    batch.flush();
+  } else {
+    for (const row of store.range(job.org, job.from, job.to)) {
+      verifier.push(row);
+      if (row.agentId === job.agentId) agentRecords++;
+      if (yieldOften && ++n % 20_000 === 0) await new Promise<void>((resolve) => setImmediate(resolve));
+    }
   }
-  if (batch.length > 0) flush();
   const report = verifier.report();
   const missing = report.length < job.to - job.from + 1;
   return {
