@@ -121,9 +121,10 @@ export interface VerifyReport {
  */
 export class ChainVerifier {
   private expectedSeq: number;
-  /** The previous row's stored chain hash. */
-  private readonly prev = Buffer.alloc(32);
-  private readonly last = Buffer.alloc(32);
+  /** The previous row's stored chain hash: 32 bytes at prevBuf[prevAt] (see settle()). */
+  private prevBuf: Buffer = Buffer.alloc(32);
+  private prevAt = 0;
+  private readonly own = Buffer.alloc(32);
   private count = 0;
   private firstBad: number | null = null;
   private problem: string | null = null;
@@ -134,7 +135,7 @@ export class ChainVerifier {
 
   constructor(options: { startSeq?: number; startHash?: Buffer; watchHead?: Buffer } = {}) {
     this.expectedSeq = (options.startSeq ?? 0) + 1;
-    (options.startHash ?? GENESIS_HASH).copy(this.prev);
+    (options.startHash ?? GENESIS_HASH).copy(this.prevBuf);
     this.watched = options.watchHead ?? null;
   }
 
@@ -151,22 +152,23 @@ export class ChainVerifier {
     let chain = computed?.chain;
     if (content === undefined || chain === undefined) {
       content = sha256(canonicalEntry(row.seq, row.kind, row.recordedAt, row.agentId, row.bodyJson));
-      chain = chainStep(row.prevHash.length === 32 ? row.prevHash : this.prev, content);
+      chain = chainStep(row.prevHash.length === 32 ? row.prevHash : GENESIS_HASH, content);
     }
     content.copy(s, 96);
     chain.copy(s, 128);
     const wellFormed = row.contentHash.length === 32 && row.prevHash.length === 32 && row.chainHash.length === 32;
     this.pushHashes(row.seq, s, 0, s, 96, s, 128, wellFormed);
+    this.settle();
   }
 
   /**
    * Checks the next row from hashes laid out in buffers: at `stored[at]` its content, prev and
    * chain hashes (32 bytes each), at `contents[c]` its recomputed content hash and at
-   * `chains[h]` the chain hash recomputed over its stored prev_hash.
+   * `chains[h]` the chain hash recomputed over its stored prev_hash. The buffers must stay as
+   * they are until `settle()`.
    */
   pushHashes(seq: number, stored: Buffer, at: number, contents: Buffer, c: number, chains: Buffer, h: number, wellFormed = true): void {
     this.count++;
-    stored.copy(this.last, 0, at + 64, at + 96);
     if (this.watched !== null && this.watchedSeq === null && this.watched.compare(stored, at + 64, at + 96) === 0) {
       this.watchedSeq = seq;
     }
@@ -175,7 +177,7 @@ export class ChainVerifier {
         ? 'a hash is not 64 hex characters'
         : seq !== this.expectedSeq
           ? `expected seq ${this.expectedSeq}, found ${String(seq)}`
-          : this.prev.compare(stored, at + 32, at + 64) !== 0
+          : stored.compare(this.prevBuf, this.prevAt, this.prevAt + 32, at + 32, at + 64) !== 0
             ? 'prev_hash does not match the previous chain_hash'
             : contents.compare(stored, at, at + 32, c, c + 32) !== 0
               ? 'content_hash does not match the record'
@@ -188,7 +190,16 @@ export class ChainVerifier {
       }
     }
     this.expectedSeq++;
-    stored.copy(this.prev, 0, at + 64, at + 96);
+    this.prevBuf = stored;
+    this.prevAt = at + 64;
+  }
+
+  /** Copies what the verifier still refers to out of the caller's buffers (before reusing them). */
+  settle(): void {
+    if (this.prevBuf === this.own) return;
+    this.prevBuf.copy(this.own, 0, this.prevAt, this.prevAt + 32);
+    this.prevBuf = this.own;
+    this.prevAt = 0;
   }
 
   /** Marks a record that could not even be read (bad JSON line) at the position expected next. */
@@ -204,7 +215,7 @@ export class ChainVerifier {
   report(): VerifyReport {
     return {
       ok: this.firstBad === null,
-      head: this.count === 0 ? null : this.last.toString('hex'),
+      head: this.count === 0 ? null : this.prevBuf.toString('hex', this.prevAt, this.prevAt + 32),
       length: this.count,
       first_bad_seq: this.firstBad,
       problem: this.problem,
