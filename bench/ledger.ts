@@ -21,6 +21,8 @@ export interface LedgerFigures {
   records: number;
   agents: number;
   writeSeconds: number;
+  /** First verification (starts the worker threads) and a later one (workers running). */
+  verifyFirstRecordsPerSec: number;
   verifyRecordsPerSec: number;
   /** First start: no checkpoint, the whole ledger is replayed. */
   coldListenMs: number;
@@ -106,13 +108,17 @@ export async function runLedger(records: number, agents: number): Promise<Ledger
     await fill(dir, records, agents);
     const writeSeconds = (performance.now() - t0) / 1000;
 
-    // Verification as the verify route runs it (worker threads on a large ledger).
+    // Verification as the verify route runs it (worker threads on a large ledger): the first call
+    // starts the workers, later ones (as in a running server) reuse them.
     const store = new LmdbStore(dir, 'process');
-    const t1 = performance.now();
-    const report = await verifyChain(store, ORG, records, 'agent-0', null);
-    const verifySeconds = (performance.now() - t1) / 1000;
+    const rates: number[] = [];
+    for (let i = 0; i < 2; i++) {
+      const t1 = performance.now();
+      const report = await verifyChain(store, ORG, records, 'agent-0', null);
+      rates.push(Math.round(records / ((performance.now() - t1) / 1000)));
+      if (!report.ok || report.length !== records) throw new Error(`bench ledger does not verify: ${JSON.stringify(report)}`);
+    }
     await store.close();
-    if (!report.ok || report.length !== records) throw new Error(`bench ledger does not verify: ${JSON.stringify(report)}`);
 
     const cold = await startVigil(dir);
     // A clean stop saves checkpoints; the next start seeds from them (the usual restart).
@@ -122,7 +128,8 @@ export async function runLedger(records: number, agents: number): Promise<Ledger
       records,
       agents,
       writeSeconds: round(writeSeconds, 1),
-      verifyRecordsPerSec: Math.round(records / verifySeconds),
+      verifyFirstRecordsPerSec: rates[0]!,
+      verifyRecordsPerSec: rates[1]!,
       coldListenMs: cold.listenMs,
       coldReadyMs: cold.readyMs,
       coldRssMb: cold.rssMb,

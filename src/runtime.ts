@@ -10,7 +10,7 @@ import { Scope } from './domain/schemas.js';
 import { startHttpServer } from './http/server.js';
 import { Registry } from './registry.js';
 import { LmdbStore } from './store/lmdb.js';
-import { verifyChain } from './store/verify-chain.js';
+import { closeVerifyWorkers, verifyChain } from './store/verify-chain.js';
 
 export interface Runtime {
   port: number;
@@ -105,6 +105,7 @@ export async function startRuntime(config: Config, log: Log = jsonLog): Promise<
       clearInterval(timer);
       await checkpoint(true);
       log('info', 'checkpoints saved', { consumers: saved.size });
+      await closeVerifyWorkers();
       await bus.close();
       await store.close();
     },

@@ -98,13 +98,11 @@ export class LmdbStore implements LedgerStore, RegistryStore, SnapshotStore {
   }
 
   /**
-   * Stored rows as raw bytes (see row-codec.ts), for verification without decoding. The buffer
-   * may be reused by the next step of the iteration: copy what you keep.
+   * Calls `visit` with each stored row's raw bytes (see row-codec.ts), for verification without
+   * decoding. The buffer may be reused once `visit` returns: copy what you keep.
    */
-  *rawRange(org: string, fromSeq: number, toSeq = Number.MAX_SAFE_INTEGER): Iterable<{ seq: number; value: Buffer }> {
-    for (const { key, value } of this.ledger.getRange({ start: [org, fromSeq], end: [org, toSeq + 1] })) {
-      yield { seq: key[1], value };
-    }
+  forEachRaw(org: string, fromSeq: number, toSeq: number, visit: (seq: number, value: Buffer) => void): void {
+    for (const { key, value } of this.ledger.getRange({ start: [org, fromSeq], end: [org, toSeq + 1] })) visit(key[1], value);
   }
 
   *orgs(): Iterable<string> {

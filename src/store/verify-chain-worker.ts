@@ -1,9 +1,17 @@
-import { parentPort, workerData } from 'node:worker_threads';
+import { parentPort } from 'node:worker_threads';
 import { LmdbStore } from './lmdb.js';
 import { verifySlice, type SliceJob } from './verify-chain.js';
 
-/** Worker thread: verifies one slice of an org's chain, read-only, and posts its report. */
-const job = workerData as SliceJob;
-const store = new LmdbStore(job.dir, 'process', { readOnly: true });
-const check = await verifySlice(store, { ...job, watchHead: job.watchHead === null ? null : Buffer.from(job.watchHead) });
-parentPort!.postMessage(check);
+/** Worker thread: verifies slices of an org's chain, read-only, one message per job. */
+const stores = new Map<string, LmdbStore>();
+parentPort!.on('message', ({ id, job }: { id: number; job: SliceJob }) => {
+  let store = stores.get(job.dir);
+  if (store === undefined) {
+    store = new LmdbStore(job.dir, 'process', { readOnly: true });
+    stores.set(job.dir, store);
+  }
+  verifySlice(store, { ...job, watchHead: job.watchHead === null ? null : Buffer.from(job.watchHead) }).then(
+    (check) => parentPort!.postMessage({ id, check }),
+    (error: unknown) => parentPort!.postMessage({ id, error: String(error) }),
+  );
+});

@@ -27,6 +27,8 @@ export interface SliceJob {
 }
 
 
+const STEP = 20_000;
+
 /** Below this many rows a worker costs more than it saves. */
 const PARALLEL_FROM = 200_000;
 
@@ -50,12 +52,12 @@ export async function verifyChain(
   const size = Math.ceil(length / workers);
   const jobs: SliceJob[] = [];
   for (let from = 1; from <= length; from += size) jobs.push({ dir: store.dir, org, from, to: Math.min(length, from + size - 1), agentId, watchHead });
-  const parts = await Promise.all(jobs.map(runWorker));
+  const parts = await Promise.all(jobs.map((job) => pool.run(job)));
   return merge(parts);
 }
 
 /** Verifies one slice; yields to the event loop now and then when run inline. */
-export async function verifySlice(store: Pick<LmdbStore, 'get' | 'range' | 'rawRange'>, job: SliceJob, yieldOften = false): Promise<ChainCheck> {
+export async function verifySlice(store: Pick<LmdbStore, 'get' | 'range' | 'forEachRaw'>, job: SliceJob, yieldOften = false): Promise<ChainCheck> {
   const start = job.from > 1 ? store.get(job.org, job.from - 1)?.chainHash : GENESIS_HASH;
   const verifier = new ChainVerifier({ startSeq: job.from - 1, startHash: start ?? Buffer.alloc(32), ...(job.watchHead === null ? {} : { watchHead: job.watchHead }) });
   let agentRecords = 0;
@@ -65,12 +67,16 @@ export async function verifySlice(store: Pick<LmdbStore, 'get' | 'range' | 'rawR
     const batch = new RowBatch(nativeSha256Many, verifier);
     const layout = new Int32Array(LAYOUT_SLOTS);
     const agent = job.agentId === null ? null : Buffer.from(job.agentId);
-    for (const { seq, value } of store.rawRange(job.org, job.from, job.to)) {
+    const visit = (seq: number, value: Buffer): void => {
       readLayout(value, layout);
       const a = layout[Layout.AGENT]!;
       if (agent !== null && a >= 0 && value.compare(agent, 0, agent.length, a, layout[Layout.AGENT_END]!) === 0) agentRecords++;
       batch.add(seq, value, layout);
-      if (yieldOften && ++n % 20_000 === 0) await new Promise<void>((resolve) => setImmediate(resolve));
+    };
+    // In steps, so that an inline verification lets the event loop breathe between them.
+    for (let from = job.from; from <= job.to; from += STEP) {
+      store.forEachRaw(job.org, from, Math.min(job.to, from + STEP - 1), visit);
+      if (yieldOften) await new Promise<void>((resolve) => setImmediate(resolve));
     }
     batch.flush();
   } else {
@@ -106,11 +112,68 @@ function merge(parts: ChainCheck[]): ChainCheck {
   };
 }
 
-function runWorker(job: SliceJob): Promise<ChainCheck> {
-  return new Promise((resolve, reject) => {
-    const worker = new Worker(new URL('./verify-chain-worker.mjs', import.meta.url), { workerData: job });
-    worker.once('message', (check: ChainCheck) => resolve(check));
-    worker.once('error', reject);
-    worker.once('exit', (code) => code !== 0 && reject(new Error(`verify worker exited with ${code}`)));
-  });
+/**
+ * Verification workers, started on the first large verification and kept for the next ones
+ * (an idle one never holds the process open); each job goes to the least busy worker.
+ */
+class WorkerPool {
+  private readonly workers: { worker: Worker; busy: number }[] = [];
+  private readonly pending = new Map<number, { resolve: (c: ChainCheck) => void; reject: (e: Error) => void; worker: Worker }>();
+  private nextId = 1;
+
+  constructor(private readonly size: number) {}
+
+  run(job: SliceJob): Promise<ChainCheck> {
+    const slot = this.pick();
+    const id = this.nextId++;
+    if (slot.busy++ === 0) slot.worker.ref(); // a running job keeps the process alive
+    return new Promise<ChainCheck>((resolve, reject) => {
+      this.pending.set(id, { resolve, reject, worker: slot.worker });
+      slot.worker.postMessage({ id, job });
+    }).finally(() => {
+      if (--slot.busy === 0) slot.worker.unref();
+    });
+  }
+
+  async close(): Promise<void> {
+    const workers = this.workers.splice(0);
+    await Promise.all(workers.map((w) => w.worker.terminate()));
+  }
+
+  private pick(): { worker: Worker; busy: number } {
+    if (this.workers.length < this.size) {
+      const worker = new Worker(new URL('./verify-chain-worker.mjs', import.meta.url));
+      worker.on('message', ({ id, check, error }: { id: number; check?: ChainCheck; error?: string }) => {
+        const waiting = this.pending.get(id);
+        this.pending.delete(id);
+        if (error !== undefined) waiting?.reject(new Error(error));
+        else waiting?.resolve(check!);
+      });
+      worker.on('error', (error) => this.fail(worker, error));
+      worker.on('exit', (code) => this.fail(worker, new Error(`verify worker exited with ${code}`)));
+      worker.unref(); // an idle worker never holds the process open (after the listeners, which ref it)
+      const slot = { worker, busy: 0 };
+      this.workers.push(slot);
+      return slot;
+    }
+    return this.workers.reduce((a, b) => (b.busy < a.busy ? b : a));
+  }
+
+  /** A dead worker fails its jobs and is replaced on the next run. */
+  private fail(worker: Worker, error: Error): void {
+    const i = this.workers.findIndex((w) => w.worker === worker);
+    if (i >= 0) this.workers.splice(i, 1);
+    for (const [id, waiting] of this.pending) {
+      if (waiting.worker !== worker) continue;
+      this.pending.delete(id);
+      waiting.reject(error);
+    }
+  }
+}
+
+const pool = new WorkerPool(Math.min(availableParallelism(), 4));
+
+/** Stops the verification workers (on shutdown). */
+export function closeVerifyWorkers(): Promise<void> {
+  return pool.close();
 }
