@@ -1,4 +1,4 @@
-import type { PublicLink } from './agent-record.js';
+import type { AgentView, PublicLink } from './agent-record.js';
 
 /** The reduced, public view of an agent (spec 2.1): exactly these fields, no event content. */
 export interface PublicRecord {
@@ -17,20 +17,14 @@ export interface PublicRecord {
   verify_url: string;
 }
 
-export interface PublicSource {
-  agent_id: string;
-  name: string;
-  kind: string;
-  observed: boolean;
-  is_active: boolean;
-  public: boolean;
-  public_links: PublicLink[];
+/** The facts a public record is made of: the agent's registry view and its scored state. */
+export type PublicSource = Pick<AgentView, 'agent_id' | 'name' | 'kind' | 'observed' | 'is_active' | 'public' | 'public_links'> & {
   gate: string | null;
   bii: number | null;
   policy_digest: string | null;
   ledger_records: number;
   last_event_at: string | null;
-}
+};
 
 export function isListed(agent: PublicSource): boolean {
   return agent.public && agent.is_active;
