@@ -42,8 +42,12 @@ export class OrgActors {
     const out = new Map<string, WriterSnapshot>();
     for (const [org, actor] of this.actors) {
       if (!(actor instanceof OrgLedgerActor)) continue;
-      if (drain) await actor.idle();
-      out.set(org, await actor.nextSnapshot());
+      // A writer that cannot reach a committed moment (its disk failing) is skipped, not awaited.
+      const snapshot = await withTimeout(
+        (drain ? actor.idle() : Promise.resolve()).then(() => actor.nextSnapshot()),
+        SNAPSHOT_WAIT_MS,
+      );
+      if (snapshot !== null) out.set(org, snapshot);
     }
     return out;
   }
@@ -76,4 +80,23 @@ export class OrgActors {
     this.actors.set(org, promise);
     return promise;
   }
+}
+
+const SNAPSHOT_WAIT_MS = 5_000;
+
+function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T | null> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => resolve(null), ms);
+    timer.unref();
+    promise.then(
+      (value) => {
+        clearTimeout(timer);
+        resolve(value);
+      },
+      () => {
+        clearTimeout(timer);
+        resolve(null);
+      },
+    );
+  });
 }
