@@ -44,7 +44,7 @@ export class AgentDirectory {
       if (row.kind === 'agent') {
         const view = agentFromRecord(agent, rowBody(row), row.recordedAt);
         if (view === undefined) continue;
-        agent = agent === undefined ? { ...view, gate: null, bii: null, policy_digest: null, ledger_records: 0, last_event_at: null } : Object.assign(agent, view);
+        agent = agent === undefined ? summaryOf(view) : Object.assign(agent, view);
         entry.agents.set(row.agentId, agent);
       }
       if (agent === undefined) continue;
@@ -65,11 +65,11 @@ export class AgentDirectory {
   snapshot(org: string): DirectorySnapshot | undefined {
     const entry = this.orgs.get(org);
     // Copied: the summaries are updated in place by later rows.
-    return entry === undefined ? undefined : { head: entry.head, length: entry.length, agents: [...entry.agents.values()].map((a) => ({ ...a })) };
+    return entry === undefined ? undefined : { head: entry.head, length: entry.length, agents: [...entry.agents.values()].map((a) => summaryOf(a, a)) };
   }
 
   restore(org: string, snapshot: DirectorySnapshot): void {
-    this.orgs.set(org, { head: snapshot.head, length: snapshot.length, agents: new Map(snapshot.agents.map((a) => [a.agent_id, { ...a }])) });
+    this.orgs.set(org, { head: snapshot.head, length: snapshot.length, agents: new Map(snapshot.agents.map((a) => [a.agent_id, summaryOf(a, a)])) });
   }
 
   orgNames(): string[] {
@@ -83,4 +83,27 @@ export class AgentDirectory {
   org(org: string): OrgSummary | undefined {
     return this.orgs.get(org);
   }
+}
+
+/**
+ * A summary written out field by field: V8 gives an object built by spreading this many fields a
+ * slow dictionary shape, which made replaying a large ledger ten times slower.
+ */
+function summaryOf(view: AgentView, scored?: AgentSummary): AgentSummary {
+  return {
+    agent_id: view.agent_id,
+    name: view.name,
+    kind: view.kind,
+    observed: view.observed,
+    is_active: view.is_active,
+    public: view.public,
+    public_links: view.public_links,
+    created_at: view.created_at,
+    updated_at: view.updated_at,
+    gate: scored?.gate ?? null,
+    bii: scored?.bii ?? null,
+    policy_digest: scored?.policy_digest ?? null,
+    ledger_records: scored?.ledger_records ?? 0,
+    last_event_at: scored?.last_event_at ?? null,
+  };
 }

@@ -205,8 +205,9 @@ export class OrgLedgerActor {
       head: this.head,
       lastMs: this.lastRecordedMs,
       nextEventId: this.state.nextEventId,
-      // Copied: planning goes on right after, and replaces these objects' fields.
-      agents: [...this.state.agents].map(([id, e]) => [id, { view: { ...e.view }, scoring: { ...e.scoring } }]),
+      // New entries: planning goes on right after and replaces the entries' view and scoring
+      // (those objects themselves are never changed in place).
+      agents: [...this.state.agents].map(([id, e]) => [id, { view: e.view, scoring: e.scoring }]),
     };
   }
 

@@ -2,7 +2,7 @@ import { agentFromRecord, type AgentChanges, type AgentView } from './agent-reco
 import { canonicalize } from './jcs.js';
 import type { Policy } from './policy.js';
 import type { IngestEventBody, RegisterAgentBody } from './schemas.js';
-import { FRESH_STATE, score, type Decision, type Gate, type ScoringState } from './scoring.js';
+import { copyState, FRESH_STATE, score, type Decision, type Gate, type ScoringState } from './scoring.js';
 
 export type { AgentView };
 
@@ -76,7 +76,7 @@ export function applyAgentRecord(state: OrgState, body: Record<string, unknown>,
   const view = agentFromRecord(existing?.view, body, recordedAt);
   if (view === undefined) throw new Error(`ledger names an update of unknown agent ${id}`);
   if (existing !== undefined && body.action === 'update') existing.view = view;
-  else state.agents.set(id, { view, scoring: { ...FRESH_STATE } });
+  else state.agents.set(id, { view, scoring: copyState(FRESH_STATE) });
   return view;
 }
 

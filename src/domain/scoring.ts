@@ -168,7 +168,7 @@ export function score(policy: Policy, state: ScoringState, event: ScoredEvent): 
   }
   if (s <= policy.severe.signal_at_or_below) severe = true;
 
-  const next: ScoringState = { ...state };
+  const next = copyState(state);
   const div = policy.divergence;
   if (event.observed) {
     next.observedMean = ema(state.observedMean, state.observedCount, s, div.ema);
@@ -216,3 +216,17 @@ export function score(policy: Policy, state: ScoringState, event: ScoredEvent): 
 }
 
 export const GATE_RANK: Record<Gate, number> = { pass: 0, hold: 1, alert: 2, collapse: 3 };
+
+/** Field by field (an object spread gives V8 a slower shape on this hot path). */
+export function copyState(s: ScoringState): ScoringState {
+  return {
+    bii: s.bii,
+    gate: s.gate,
+    observedMean: s.observedMean,
+    observedCount: s.observedCount,
+    unobservedMean: s.unobservedMean,
+    unobservedCount: s.unobservedCount,
+    evalMean: s.evalMean,
+    evalCount: s.evalCount,
+  };
+}
