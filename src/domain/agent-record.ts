@@ -36,8 +36,19 @@ export interface AgentChanges {
 export function agentFromRecord(prev: AgentView | undefined, body: Record<string, unknown>, recordedAt: string): AgentView | undefined {
   if (body.action === 'update') {
     if (prev === undefined) return undefined;
-    const changes = (body.changes ?? {}) as AgentChanges;
-    return { ...prev, ...changes, updated_at: recordedAt };
+    const c = (body.changes ?? {}) as AgentChanges;
+    // Field by field: a spread would give V8 a slow dictionary shape for an object read per event.
+    return {
+      agent_id: prev.agent_id,
+      name: c.name ?? prev.name,
+      kind: c.kind ?? prev.kind,
+      observed: c.observed ?? prev.observed,
+      is_active: c.is_active ?? prev.is_active,
+      public: c.public ?? prev.public,
+      public_links: c.public_links ?? prev.public_links,
+      created_at: prev.created_at,
+      updated_at: recordedAt,
+    };
   }
   return {
     agent_id: String(body.agent_id),

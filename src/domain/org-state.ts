@@ -114,7 +114,21 @@ export function planIngest(
     policy_digest: digest,
     observed,
   };
-  return { kind: 'event', agentId: event.agent_id, body, bodyJson: eventBodyJson(body), result: { event_id: id, action_id: id, ...decision } };
+  return {
+    kind: 'event',
+    agentId: event.agent_id,
+    body,
+    bodyJson: eventBodyJson(body),
+    result: {
+      event_id: id,
+      action_id: id,
+      gate_status: decision.gate_status,
+      bii: decision.bii,
+      composite_trust: decision.composite_trust,
+      reason: decision.reason,
+      requires_human_review: decision.requires_human_review,
+    },
+  };
 }
 
 type EventBody = {
