@@ -250,9 +250,19 @@ export class OrgRecovery {
   state: OrgState = emptyOrgState();
   lastSeq = 0;
   head: Buffer = GENESIS_HASH;
-  lastMs = 0;
+  private lastAt: string | null = null;
+  private lastAtMs = 0;
 
   constructor(private readonly policy: Policy) {}
+
+  /** Time of the last row applied (parsed once, when asked, not for every row). */
+  get lastMs(): number {
+    if (this.lastAt !== null) {
+      this.lastAtMs = Date.parse(this.lastAt);
+      this.lastAt = null;
+    }
+    return this.lastAtMs;
+  }
 
   /** Starts from a checkpoint instead of from nothing. */
   static from(policy: Policy, snapshot: WriterSnapshot): OrgRecovery {
@@ -260,7 +270,7 @@ export class OrgRecovery {
     recovery.state = { agents: new Map(snapshot.agents), nextEventId: snapshot.nextEventId };
     recovery.lastSeq = snapshot.lastSeq;
     recovery.head = Buffer.from(snapshot.head);
-    recovery.lastMs = snapshot.lastMs;
+    recovery.lastAtMs = snapshot.lastMs;
     return recovery;
   }
 
@@ -272,6 +282,6 @@ export class OrgRecovery {
     }
     this.lastSeq = row.seq;
     this.head = row.chainHash;
-    this.lastMs = Date.parse(row.recordedAt);
+    this.lastAt = row.recordedAt;
   }
 }
