@@ -249,11 +249,17 @@ export interface WriterSnapshot {
 export class OrgRecovery {
   state: OrgState = emptyOrgState();
   lastSeq = 0;
-  head: Buffer = GENESIS_HASH;
+  private start: Buffer = GENESIS_HASH;
+  private lastRow: LedgerRow | null = null;
   private lastAt: string | null = null;
   private lastAtMs = 0;
 
   constructor(private readonly policy: Policy) {}
+
+  /** Chain hash of the last row applied (taken once, when asked, not for every row). */
+  get head(): Buffer {
+    return this.lastRow === null ? this.start : Buffer.from(this.lastRow.chainHash);
+  }
 
   /** Time of the last row applied (parsed once, when asked, not for every row). */
   get lastMs(): number {
@@ -269,7 +275,7 @@ export class OrgRecovery {
     const recovery = new OrgRecovery(policy);
     recovery.state = { agents: new Map(snapshot.agents), nextEventId: snapshot.nextEventId };
     recovery.lastSeq = snapshot.lastSeq;
-    recovery.head = Buffer.from(snapshot.head);
+    recovery.start = Buffer.from(snapshot.head);
     recovery.lastAtMs = snapshot.lastMs;
     return recovery;
   }
@@ -281,7 +287,7 @@ export class OrgRecovery {
       else applyEventRecord(this.state, row.agentId, body, this.policy);
     }
     this.lastSeq = row.seq;
-    this.head = row.chainHash;
+    this.lastRow = row;
     this.lastAt = row.recordedAt;
   }
 }

@@ -52,18 +52,38 @@ export function decodeRow(seq: number, buf: Uint8Array): LedgerRow {
     agentId = b.toString('utf8', at, at + agentLen);
     at += agentLen;
   }
-  const hashes = Buffer.from(b.subarray(1, 97)); // one copy for the three hashes
-  return {
-    seq,
-    kind,
-    recordedAt,
-    agentId,
-    bodyJson: b.toString('utf8', at),
-    contentHash: hashes.subarray(0, 32),
-    prevHash: hashes.subarray(32, 64),
-    chainHash: hashes.subarray(64, 96),
-    body: undefined, // parsed on demand (rowBody); declared here so every row has one shape
-  };
+  const hashes = Buffer.allocUnsafe(96); // one copy for the three hashes: `b` may be reused
+  b.copy(hashes, 0, 1, 97);
+  return new StoredRow(seq, kind, recordedAt, agentId, b.toString('utf8', at), hashes);
+}
+
+/**
+ * A decoded row. The hashes are views made on demand: a replay reads only a few of them, and
+ * making three buffers for every row was a good part of its cost.
+ */
+class StoredRow implements LedgerRow {
+  body: unknown = undefined; // parsed on demand (rowBody)
+
+  constructor(
+    readonly seq: number,
+    readonly kind: string,
+    readonly recordedAt: string,
+    readonly agentId: string | null,
+    readonly bodyJson: string,
+    private readonly hashes: Buffer,
+  ) {}
+
+  get contentHash(): Buffer {
+    return this.hashes.subarray(0, 32);
+  }
+
+  get prevHash(): Buffer {
+    return this.hashes.subarray(32, 64);
+  }
+
+  get chainHash(): Buffer {
+    return this.hashes.subarray(64, 96);
+  }
 }
 
 /** Fills `layout` (see domain Layout) with where the fields of a stored row sit in its bytes. */

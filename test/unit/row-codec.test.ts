@@ -14,7 +14,8 @@ describe('stored row codec', () => {
         (seq, kind, agentId, body) => {
           const row = makeRow(sha256(String(seq)), seq + 1, kind, '2026-11-22T00:00:00.000Z', agentId, body);
           const back = decodeRow(row.seq, encodeRow(row));
-          expect(back).toEqual({ ...row, body: undefined });
+          const fields = (r: typeof back) => [r.seq, r.kind, r.recordedAt, r.agentId, r.bodyJson, r.contentHash, r.prevHash, r.chainHash];
+          expect(fields(back)).toEqual(fields(row));
         },
       ),
     );
