@@ -3,7 +3,7 @@ import type { LedgerStore } from '../store/ledger-store.js';
 import type { SnapshotStore } from '../store/snapshot-store.js';
 import type { AgentDirectory, DirectorySnapshot } from './agent-directory.js';
 import type { OrgActors } from './org-actors.js';
-import type { WriterSnapshot } from './org-ledger-actor.js';
+import type { WriterSnapshot } from './org-recovery.js';
 
 const VERSION = 2;
 const WRITER = 'writer';

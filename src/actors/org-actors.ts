@@ -1,6 +1,7 @@
 import type { Bus, CommandHandler, CommittedHandler } from '../bus/bus.js';
 import type { OrgCommand, OrgReply } from '../bus/messages.js';
-import { OrgLedgerActor, OrgRecovery, type OrgActorOptions, type WriterSnapshot } from './org-ledger-actor.js';
+import { OrgLedgerActor, type OrgActorOptions } from './org-ledger-actor.js';
+import { OrgRecovery, type WriterSnapshot } from './org-recovery.js';
 
 /**
  * Owns the org writers of this node and routes every command to its org's actor. At start-up the

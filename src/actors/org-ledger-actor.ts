@@ -1,19 +1,10 @@
 import type { Bus } from '../bus/bus.js';
 import type { OrgCommand, OrgReply } from '../bus/messages.js';
-import { GENESIS_HASH, makeRow, rowBody, type LedgerRow } from '../domain/ledger.js';
-import {
-  applyAgentRecord,
-  applyEventRecord,
-  emptyOrgState,
-  planIngest,
-  planRegister,
-  planUpdate,
-  type AgentEntry,
-  type OrgState,
-  type Planned,
-} from '../domain/org-state.js';
+import { GENESIS_HASH, makeRow, type LedgerRow } from '../domain/ledger.js';
+import { emptyOrgState, planIngest, planRegister, planUpdate, type OrgState, type Planned } from '../domain/org-state.js';
 import type { Policy } from '../domain/policy.js';
 import { ensureError } from '../errors.js';
+import { OrgRecovery, type WriterSnapshot } from './org-recovery.js';
 
 interface Pending {
   command: OrgCommand;
@@ -234,60 +225,5 @@ export class OrgLedgerActor {
     const actor = new OrgLedgerActor(org, bus, options);
     actor.adopt(recovery);
     return actor;
-  }
-}
-
-export interface WriterSnapshot {
-  lastSeq: number;
-  head: Buffer;
-  lastMs: number;
-  nextEventId: number;
-  agents: [string, AgentEntry][];
-}
-
-/** Folds an org's committed rows, in order, into the state its writer needs. */
-export class OrgRecovery {
-  state: OrgState = emptyOrgState();
-  lastSeq = 0;
-  private start: Buffer = GENESIS_HASH;
-  private lastRow: LedgerRow | null = null;
-  private lastAt: string | null = null;
-  private lastAtMs = 0;
-
-  constructor(private readonly policy: Policy) {}
-
-  /** Chain hash of the last row applied (taken once, when asked, not for every row). */
-  get head(): Buffer {
-    return this.lastRow === null ? this.start : Buffer.from(this.lastRow.chainHash);
-  }
-
-  /** Time of the last row applied (parsed once, when asked, not for every row). */
-  get lastMs(): number {
-    if (this.lastAt !== null) {
-      this.lastAtMs = Date.parse(this.lastAt);
-      this.lastAt = null;
-    }
-    return this.lastAtMs;
-  }
-
-  /** Starts from a checkpoint instead of from nothing. */
-  static from(policy: Policy, snapshot: WriterSnapshot): OrgRecovery {
-    const recovery = new OrgRecovery(policy);
-    recovery.state = { agents: new Map(snapshot.agents), nextEventId: snapshot.nextEventId };
-    recovery.lastSeq = snapshot.lastSeq;
-    recovery.start = Buffer.from(snapshot.head);
-    recovery.lastAtMs = snapshot.lastMs;
-    return recovery;
-  }
-
-  apply(row: LedgerRow): void {
-    if (row.agentId !== null && (row.kind === 'agent' || row.kind === 'event')) {
-      const body = rowBody(row);
-      if (row.kind === 'agent') applyAgentRecord(this.state, body, row.recordedAt);
-      else applyEventRecord(this.state, row.agentId, body, this.policy);
-    }
-    this.lastSeq = row.seq;
-    this.lastRow = row;
-    this.lastAt = row.recordedAt;
   }
 }

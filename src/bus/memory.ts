@@ -55,29 +55,13 @@ export class MemoryBus implements Bus {
   }
 
   async *read(org: string, fromSeq: number): AsyncIterable<readonly LedgerRow[]> {
-    let chunk: LedgerRow[] = [];
-    for (const row of this.log.range(org, fromSeq)) {
-      chunk.push(row);
-      if (chunk.length === CHUNK) {
-        yield chunk;
-        chunk = [];
-      }
-    }
-    if (chunk.length > 0) yield chunk;
+    yield* chunked(this.log.range(org, fromSeq));
   }
 
   subscribe(handler: CommittedHandler, options: SubscribeOptions = {}): Promise<Subscription> {
     // The replay reads LMDB synchronously, so no append can interleave: no gap, no duplicate.
     for (const org of this.log.orgs()) {
-      let chunk: LedgerRow[] = [];
-      for (const row of this.log.range(org, (options.after?.get(org) ?? 0) + 1)) {
-        chunk.push(row);
-        if (chunk.length === CHUNK) {
-          deliver(handler, org, chunk);
-          chunk = [];
-        }
-      }
-      if (chunk.length > 0) deliver(handler, org, chunk);
+      for (const chunk of chunked(this.log.range(org, (options.after?.get(org) ?? 0) + 1))) deliver(handler, org, chunk);
     }
     this.subscribers.add(handler);
     return Promise.resolve({ unsubscribe: () => this.subscribers.delete(handler) });
@@ -97,4 +81,17 @@ function deliver(handler: CommittedHandler, org: string, rows: readonly LedgerRo
   } catch (error) {
     console.error(JSON.stringify({ level: 'error', msg: 'subscriber failed', org, error: String(error) }));
   }
+}
+
+/** Rows in chunks of CHUNK, read lazily. */
+function* chunked(rows: Iterable<LedgerRow>): Iterable<LedgerRow[]> {
+  let chunk: LedgerRow[] = [];
+  for (const row of rows) {
+    chunk.push(row);
+    if (chunk.length === CHUNK) {
+      yield chunk;
+      chunk = [];
+    }
+  }
+  if (chunk.length > 0) yield chunk;
 }

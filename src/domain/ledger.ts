@@ -7,9 +7,6 @@ import { canonicalize } from './jcs.js';
  *   chain_hash   = SHA-256(prev_hash bytes ‖ content_hash bytes), prev of seq 1 = 32 zero bytes.
  * Bodies are canonicalized once; rows keep that canonical text so nothing is encoded twice.
  */
-export const RecordKind = ['event', 'agent', 'review', 'export'] as const;
-export type RecordKind = (typeof RecordKind)[number];
-
 export const GENESIS_HASH: Buffer = Buffer.alloc(32);
 
 /** A ledger record as committed: the hashed fields plus its hashes. */

@@ -4,7 +4,7 @@ import { EventType } from './scoring.js';
 
 /** zod schemas of request bodies and shared value formats; validated once, at the edge. */
 
-export const AGENT_ID_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/;
+const AGENT_ID_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/;
 export const agentId = z.string().regex(AGENT_ID_PATTERN, 'agent_id is 1-128 characters of A-Z a-z 0-9 . _ : -');
 export const orgSlug = z
   .string()

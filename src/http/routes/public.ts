@@ -64,6 +64,28 @@ function rendered(ctx: RouteContext, found: Rendered | undefined, headers: Recor
   return { text: found.json, contentType: 'application/json', headers };
 }
 
+/**
+ * A GET route under the public rules: no key, the shared rate limit and headers; the handler
+ * gets the headers to answer with, and is not called for a refused request.
+ */
+export function publicRoute(
+  path: string,
+  gate: PublicGate,
+  handler: (ctx: RouteContext, headers: Record<string, string>) => RouteResult,
+): Route {
+  return {
+    method: 'get',
+    path,
+    auth: 'none',
+    headers: PUBLIC_HEADERS,
+    ip: true,
+    handler: (ctx) => {
+      const { headers, refusal } = gate.admit(ctx);
+      return refusal ?? handler(ctx, headers);
+    },
+  };
+}
+
 /** GET /public/agents/{org}/{agent_id} and GET /public/agents/{org}: no key, from memory. */
 export function publicRoutes(deps: AppDeps, records: PublicRecords, gate: PublicGate): Route[] {
   const preflight: Route['handler'] = () => ({
@@ -78,44 +100,23 @@ export function publicRoutes(deps: AppDeps, records: PublicRecords, gate: Public
     },
   });
   return [
-    {
-      method: 'get',
-      path: '/public/agents/:org/:agent_id',
-      auth: 'none',
-      headers: PUBLIC_HEADERS,
-      ip: true,
-      handler: (ctx) => {
-        const { headers, refusal } = gate.admit(ctx);
-        if (refusal !== null) return refusal;
-        const org = ctx.params.org ?? '';
-        const id = ctx.params.agent_id ?? '';
-        // No format check needed: anything that is not a listed agent is simply not found.
-        return rendered(ctx, records.recordJson(org, id), headers);
-      },
-    },
-    {
-      method: 'get',
-      path: '/public/agents/:org',
-      auth: 'none',
-      headers: PUBLIC_HEADERS,
-      ip: true,
-      handler: (ctx) => {
-        const { headers, refusal } = gate.admit(ctx);
-        if (refusal !== null) return refusal;
-        const limit = parseInt(ctx.query.get('limit'), 50, 1, 100);
-        const offset = parseInt(ctx.query.get('offset'), 0, 0, 1e9);
-        if (limit === null || offset === null) {
-          const details = [
-            ...(limit === null ? [{ path: 'limit', message: 'an integer from 1 to 100' }] : []),
-            ...(offset === null ? [{ path: 'offset', message: 'an integer of 0 or more' }] : []),
-          ];
-          const refused = errorResponse(new VigilError('validation_failed', 'invalid query', details));
-          return { status: 400, text: refused.body, contentType: 'application/json', headers: { ...headers, ...NO_STORE } };
-        }
-        const org = ctx.params.org ?? '';
-        return rendered(ctx, records.listJson(org, limit, offset), headers);
-      },
-    },
+    // No format check on the ids: anything that is not a listed agent is simply not found.
+    publicRoute('/public/agents/:org/:agent_id', gate, (ctx, headers) =>
+      rendered(ctx, records.recordJson(ctx.params.org ?? '', ctx.params.agent_id ?? ''), headers),
+    ),
+    publicRoute('/public/agents/:org', gate, (ctx, headers) => {
+      const limit = parseInt(ctx.query.get('limit'), 50, 1, 100);
+      const offset = parseInt(ctx.query.get('offset'), 0, 0, 1e9);
+      if (limit === null || offset === null) {
+        const details = [
+          ...(limit === null ? [{ path: 'limit', message: 'an integer from 1 to 100' }] : []),
+          ...(offset === null ? [{ path: 'offset', message: 'an integer of 0 or more' }] : []),
+        ];
+        const refused = errorResponse(new VigilError('validation_failed', 'invalid query', details));
+        return { status: 400, text: refused.body, contentType: 'application/json', headers: { ...headers, ...NO_STORE } };
+      }
+      return rendered(ctx, records.listJson(ctx.params.org ?? '', limit, offset), headers);
+    }),
     { method: 'options', path: '/public/agents/:org/:agent_id', auth: 'none', handler: preflight },
     { method: 'options', path: '/public/agents/:org', auth: 'none', handler: preflight },
   ];
