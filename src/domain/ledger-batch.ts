@@ -57,9 +57,9 @@ export class RowBatch {
     this.chains = Buffer.alloc(32 * size);
   }
 
-  /** Adds the row stored as `src` (its fields located by `layout`); the bytes are copied at once. */
+  /** Adds the row stored in `src` (its fields located by `layout`); the bytes are copied at once. */
   add(seq: number, src: Buffer, layout: Int32Array): void {
-    const need = this.at + src.length + 128;
+    const need = this.at + layout[Layout.BODY_END]! + 128;
     if (need > this.data.length) this.data = grow(this.data, need, this.at);
     const i = this.n++;
     this.seqs[i] = seq;

@@ -87,7 +87,7 @@ class StoredRow implements LedgerRow {
 }
 
 /** Fills `layout` (see domain Layout) with where the fields of a stored row sit in its bytes. */
-export function readLayout(b: Buffer, layout: Int32Array): void {
+export function readLayout(b: Buffer, layout: Int32Array, size = b.length): void {
   let at = 97;
   layout[Layout.HASHES] = 1;
   const kindLen = b[at++]!;
@@ -106,5 +106,5 @@ export function readLayout(b: Buffer, layout: Int32Array): void {
     layout[Layout.AGENT_END] = at += agentLen;
   }
   layout[Layout.BODY] = at;
-  layout[Layout.BODY_END] = b.length;
+  layout[Layout.BODY_END] = size;
 }

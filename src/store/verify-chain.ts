@@ -57,7 +57,7 @@ export async function verifyChain(
 }
 
 /** Verifies one slice; yields to the event loop now and then when run inline. */
-export async function verifySlice(store: Pick<LmdbStore, 'get' | 'range' | 'forEachRaw'>, job: SliceJob, yieldOften = false): Promise<ChainCheck> {
+export async function verifySlice(store: Pick<LmdbStore, 'get' | 'range' | 'scanRaw'>, job: SliceJob, yieldOften = false): Promise<ChainCheck> {
   const start = job.from > 1 ? store.get(job.org, job.from - 1)?.chainHash : GENESIS_HASH;
   const verifier = new ChainVerifier({ startSeq: job.from - 1, startHash: start ?? Buffer.alloc(32), ...(job.watchHead === null ? {} : { watchHead: job.watchHead }) });
   let agentRecords = 0;
@@ -67,15 +67,15 @@ export async function verifySlice(store: Pick<LmdbStore, 'get' | 'range' | 'forE
     const batch = new RowBatch(nativeSha256Many, verifier);
     const layout = new Int32Array(LAYOUT_SLOTS);
     const agent = job.agentId === null ? null : Buffer.from(job.agentId);
-    const visit = (seq: number, value: Buffer): void => {
-      readLayout(value, layout);
+    const visit = (seq: number, value: Buffer, size: number): void => {
+      readLayout(value, layout, size);
       const a = layout[Layout.AGENT]!;
       if (agent !== null && a >= 0 && value.compare(agent, 0, agent.length, a, layout[Layout.AGENT_END]!) === 0) agentRecords++;
       batch.add(seq, value, layout);
     };
     // In steps, so that an inline verification lets the event loop breathe between them.
     for (let from = job.from; from <= job.to; from += STEP) {
-      store.forEachRaw(job.org, from, Math.min(job.to, from + STEP - 1), visit);
+      store.scanRaw(job.org, from, Math.min(job.to, from + STEP - 1), visit);
       if (yieldOften) await new Promise<void>((resolve) => setImmediate(resolve));
     }
     batch.flush();

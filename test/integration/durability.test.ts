@@ -1,3 +1,5 @@
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ChainVerifier, rowFromExport } from '../../src/domain/ledger.js';
 import { call, parseLines, removeDir, spawnServer, startServer, tempDir } from '../support/server.js';
@@ -10,7 +12,9 @@ function verifyRows(rows: any[]) {
 
 describe('restart', () => {
   it('continues the same chain, ids and agent state after a clean restart', async () => {
-    const dir = tempDir();
+    const parent = tempDir();
+    // A dot in the dir's name once made lmdb-js take the dir for a file name.
+    const dir = join(parent, 'data.v1');
     try {
       const first = await startServer({}, dir);
       await call(first.url, 'POST', '/agents/', { body: { agent_id: 'r', name: 'R' } });
@@ -36,11 +40,12 @@ describe('restart', () => {
         const verify = await call(second.url, 'GET', `/audit/r/verify?head=${headBefore}`);
         expect(verify.body.ok).toBe(true);
         expect(verify.body.head_check).toMatchObject({ is_prefix: true, seq: 4 });
+        expect(existsSync(join(dir, 'data.mdb'))).toBe(true);
       } finally {
         await second.close();
       }
     } finally {
-      removeDir(dir);
+      removeDir(parent);
     }
   });
 });

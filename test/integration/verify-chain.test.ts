@@ -58,4 +58,19 @@ describe('verifyChain over worker threads', () => {
       await store.close();
     }
   });
+
+  it('names the position of a row removed from the middle, inline and in slices', async () => {
+    const env = open({ path: dir, maxDbs: 16 });
+    const ledger = env.openDB<Buffer, [string, number]>({ name: 'ledger', encoding: 'binary' });
+    await ledger.remove(['o', 2000]);
+    await env.close();
+    const store = new LmdbStore(dir, 'process');
+    try {
+      // The later rewrite at 4500 is still there: the earliest break is the one reported.
+      expect(await verifyChain(store, 'o', N, null, null)).toMatchObject({ ok: false, first_bad_seq: 2000, length: N - 1 });
+      expect(await verifyChain(store, 'o', N, null, null, 1000)).toMatchObject({ ok: false, first_bad_seq: 2000 });
+    } finally {
+      await store.close();
+    }
+  });
 });
