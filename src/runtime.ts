@@ -1,13 +1,19 @@
+import { randomUUID } from 'node:crypto';
 import { AgentDirectory } from './actors/agent-directory.js';
-import { newerThan, restoreCheckpoints, saveCheckpoints } from './actors/checkpoints.js';
+import { newerThan, replayAfter, restoreCheckpoints, saveCheckpoints } from './actors/checkpoints.js';
+import { DeliveryActor } from './actors/delivery-actor.js';
 import { OrgActors } from './actors/org-actors.js';
 import { PublicRecords } from './actors/public-records.js';
+import { ReviewQueue } from './actors/review-queue.js';
+import { WebhookRegistry } from './actors/webhook-registry.js';
 import type { Bus } from './bus/bus.js';
+import type { LedgerRow } from './domain/ledger.js';
 import { MemoryBus } from './bus/memory.js';
 import type { Config } from './config.js';
 import { POLICY_V1, policyDigest } from './domain/policy.js';
 import { Scope } from './domain/schemas.js';
 import { startHttpServer } from './http/server.js';
+import { checkReceiverUrl, type Lookup } from './net/receiver-address.js';
 import { Registry } from './registry.js';
 import { LmdbStore } from './store/lmdb.js';
 import { closeVerifyWorkers, verifyChain } from './store/verify-chain.js';
@@ -31,7 +37,15 @@ export const jsonLog: Log = (level, msg, fields) => {
 };
 
 /** The composition root: picks the adapters for the mode and starts actors and the front end. */
-export async function startRuntime(config: Config, log: Log = jsonLog): Promise<Runtime> {
+/** Seams for tests; production passes none. */
+export interface RuntimeOptions {
+  /** Resolves receiver host names (DNS by default). */
+  lookup?: Lookup;
+  /** Bound on one webhook attempt (10 s by default). */
+  webhookTimeoutMs?: number;
+}
+
+export async function startRuntime(config: Config, log: Log = jsonLog, options: RuntimeOptions = {}): Promise<Runtime> {
   if (config.natsUrl !== undefined) {
     throw new Error('cluster mode (VIGIL_NATS_URL) is not available in this version; unset it to run embedded');
   }
@@ -50,26 +64,61 @@ export async function startRuntime(config: Config, log: Log = jsonLog): Promise<
   });
   bus.serve(actors.handle);
   const directory = new AgentDirectory();
+  const reviews = new ReviewQueue();
+  const projections = { directory, reviews };
+  const lookup = options.lookup;
+  const webhooks = new WebhookRegistry(store, {
+    checkUrl: (url) => checkReceiverUrl(url, { allowPrivate: config.webhookAllowPrivate, ...(lookup === undefined ? {} : { lookup }) }),
+    ledgerLength: (org) => directory.org(org)?.length ?? 0,
+    now,
+  });
+  const deliveries = new DeliveryActor(store, webhooks, {
+    schedule: config.webhookRetrySchedule,
+    allowPrivate: config.webhookAllowPrivate,
+    timeoutMs: options.webhookTimeoutMs ?? 10_000,
+    concurrency: 16,
+    policyDigest: digest,
+    now,
+    newId: randomUUID,
+    ...(lookup === undefined ? {} : { lookup }),
+    log,
+  });
   const started = performance.now();
-  // Checkpoints seed the state; one pass over the rest of the ledger rebuilds the projections
-  // and the org writers alike.
-  const restored = restoreCheckpoints(store, directory, actors, digest);
+  // Checkpoints seed the state; one pass over the rest of the ledger rebuilds the projections,
+  // the org writers and the deliveries not yet made.
+  const restored = restoreCheckpoints(store, projections, actors, digest);
+  const held = {
+    directory: restored.projections.get('directory')!,
+    reviews: restored.projections.get('reviews')!,
+    deliveries: deliveries.cursors(),
+  };
   let replaying = true;
   await bus.subscribe(
     (org, rows) => {
-      if (!replaying) return directory.onCommitted(org, rows);
-      const forDirectory = newerThan(rows, restored.directory.get(org));
-      if (forDirectory.length > 0) directory.onCommitted(org, forDirectory);
-      const forWriter = newerThan(rows, restored.writer.get(org));
-      if (forWriter.length > 0) actors.onReplay(org, forWriter);
+      if (!replaying) {
+        directory.onCommitted(org, rows);
+        reviews.onCommitted(org, rows);
+        // Deliveries are stored before the writer answers the request that caused them.
+        return deliveries.onCommitted(org, rows);
+      }
+      const feed = (consumer: (org: string, rows: readonly LedgerRow[]) => unknown, seq: number | undefined): void => {
+        const newer = newerThan(rows, seq);
+        if (newer.length > 0) consumer(org, newer);
+      };
+      feed(directory.onCommitted, held.directory.get(org));
+      feed(reviews.onCommitted, held.reviews.get(org));
+      feed(deliveries.onCommitted, held.deliveries.get(org));
+      feed(actors.onReplay, restored.writer.get(org));
+      return undefined;
     },
-    { after: restored.after },
+    { after: replayAfter(store.orgs(), [restored.writer, ...Object.values(held)]) },
   );
   replaying = false;
   actors.finishReplay();
+  deliveries.start();
   log('info', 'state rebuilt from the ledger', {
     ms: Math.round(performance.now() - started),
-    checkpoints: restored.writer.size + restored.directory.size,
+    checkpoints: restored.writer.size + [...restored.projections.values()].reduce((n, m) => n + m.size, 0),
   });
   // Checkpoints now and then bound the replay after a crash; a clean stop saves them too.
   let saved = new Map<string, number>();
@@ -77,7 +126,8 @@ export async function startRuntime(config: Config, log: Log = jsonLog): Promise<
   const checkpoint = (drain: boolean): Promise<unknown> =>
     (saving = saving
       .then(async () => {
-        saved = await saveCheckpoints(store, directory, actors, digest, () => new Date(), saved, drain);
+        saved = await saveCheckpoints(store, projections, actors, digest, () => new Date(), saved, drain);
+        await deliveries.saveCursors();
       })
       .catch((error: unknown) => log('error', 'checkpoint failed', { error: String(error) })));
   const timer = setInterval(() => void checkpoint(false), config.checkpointSeconds * 1000);
@@ -92,6 +142,10 @@ export async function startRuntime(config: Config, log: Log = jsonLog): Promise<
     ledger: store,
     directory,
     publicRecords,
+    reviews,
+    webhooks,
+    webhookStore: store,
+    deliveries,
     now,
     verifyChain: (org, length, agentId, watchHead) => verifyChain(store, org, length, agentId, watchHead),
   });
@@ -104,6 +158,7 @@ export async function startRuntime(config: Config, log: Log = jsonLog): Promise<
       http.close();
       clearInterval(timer);
       await checkpoint(true);
+      await deliveries.close();
       log('info', 'checkpoints saved', { consumers: saved.size });
       await closeVerifyWorkers();
       await bus.close();

@@ -55,6 +55,11 @@ export class AgentDirectory {
         if (typeof body.bii === 'number') agent.bii = body.bii;
         if (typeof body.policy_digest === 'string') agent.policy_digest = body.policy_digest;
         agent.last_event_at = row.recordedAt;
+      } else if (row.kind === 'review') {
+        // A release can lift a collapse: the record carries the agent's gate and BII after it.
+        const body = rowBody(row);
+        if (typeof body.gate_status === 'string') agent.gate = body.gate_status;
+        if (typeof body.bii === 'number') agent.bii = body.bii;
       }
     }
     const last = rows[rows.length - 1];

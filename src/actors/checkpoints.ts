@@ -1,23 +1,30 @@
 import type { LedgerRow } from '../domain/ledger.js';
 import type { LedgerStore } from '../store/ledger-store.js';
 import type { SnapshotStore } from '../store/snapshot-store.js';
-import type { AgentDirectory, DirectorySnapshot } from './agent-directory.js';
 import type { OrgActors } from './org-actors.js';
 import type { WriterSnapshot } from './org-recovery.js';
 
-const VERSION = 2;
+/** Bumped whenever a consumer's state changes shape: older checkpoints are then ignored. */
+const VERSION = 3;
 const WRITER = 'writer';
-const DIRECTORY = 'directory';
+
+/** A projection whose per-org state can be saved and restored (the directory, the review queue). */
+export interface Checkpointed {
+  /** The org's state as plain data, with the ledger head (hex) and length it reflects. */
+  snapshot(org: string): { head: string | null; length: number } | undefined;
+  restore(org: string, snapshot: never): void;
+  orgNames(): string[];
+}
 
 export interface Restored {
-  /** Per org, the seq each consumer already holds; the replay must start after the smaller. */
+  /** Per org, the seq the writer already holds. */
   writer: Map<string, number>;
-  directory: Map<string, number>;
-  after: Map<string, number>;
+  /** Per projection name, per org, the seq it already holds. */
+  projections: Map<string, Map<string, number>>;
 }
 
 /**
- * Start-up checkpoints. Each org's writer and agent directory save their state now and then and
+ * Start-up checkpoints. Each org's writer and each projection save their state now and then and
  * on a clean stop; on start a checkpoint that still matches the ledger (same chain hash at its
  * seq, same policy) seeds its consumer, and the replay continues after it. Anything else is
  * ignored and that state is rebuilt from the ledger alone, so a checkpoint can make start-up
@@ -25,32 +32,42 @@ export interface Restored {
  */
 export function restoreCheckpoints(
   store: SnapshotStore & Pick<LedgerStore, 'get' | 'orgs'>,
-  directory: AgentDirectory,
+  projections: Readonly<Record<string, Checkpointed>>,
   actors: OrgActors,
   policy: string,
 ): Restored {
-  const restored: Restored = { writer: new Map(), directory: new Map(), after: new Map() };
+  const restored: Restored = { writer: new Map(), projections: new Map() };
   const valid = (name: string, org: string) => {
     const snapshot = store.getSnapshot(name, org);
     if (snapshot === undefined || snapshot.version !== VERSION || snapshot.policy !== policy) return undefined;
     const row = store.get(org, snapshot.seq);
     return row !== undefined && row.chainHash.equals(Buffer.from(snapshot.chain)) ? snapshot : undefined;
   };
+  for (const name of Object.keys(projections)) restored.projections.set(name, new Map());
   for (const org of store.orgs()) {
     const writer = valid(WRITER, org);
     if (writer !== undefined) {
       actors.restore(org, writer.state as WriterSnapshot);
       restored.writer.set(org, writer.seq);
     }
-    const dir = valid(DIRECTORY, org);
-    if (dir !== undefined) {
-      directory.restore(org, dir.state as DirectorySnapshot);
-      restored.directory.set(org, dir.seq);
+    for (const [name, projection] of Object.entries(projections)) {
+      const saved = valid(name, org);
+      if (saved === undefined) continue;
+      projection.restore(org, saved.state as never);
+      restored.projections.get(name)!.set(org, saved.seq);
     }
-    const after = Math.min(restored.writer.get(org) ?? 0, restored.directory.get(org) ?? 0);
-    if (after > 0) restored.after.set(org, after);
   }
   return restored;
+}
+
+/** Per org, where the one replay must start: after the smallest seq every consumer holds. */
+export function replayAfter(orgs: Iterable<string>, held: readonly ReadonlyMap<string, number>[]): Map<string, number> {
+  const after = new Map<string, number>();
+  for (const org of orgs) {
+    const seq = Math.min(...held.map((m) => m.get(org) ?? 0));
+    if (seq > 0) after.set(org, seq);
+  }
+  return after;
 }
 
 /** The rows of a replayed chunk that a consumer holding `seq` has not seen. */
@@ -61,13 +78,13 @@ export function newerThan(rows: readonly LedgerRow[], seq: number | undefined): 
 }
 
 /**
- * Saves a checkpoint of every org that moved since `since` (org → seq last saved), for the
- * writer at its next fully committed moment and for the directory as it stands. Returns the
- * seqs saved, to pass back next time.
+ * Saves a checkpoint of every org that moved since `since` (consumer:org → seq last saved), for
+ * the writer at its next fully committed moment and for each projection as it stands. Returns
+ * the seqs saved, to pass back next time.
  */
 export async function saveCheckpoints(
   store: SnapshotStore,
-  directory: AgentDirectory,
+  projections: Readonly<Record<string, Checkpointed>>,
   actors: OrgActors,
   policy: string,
   now: () => Date,
@@ -83,11 +100,13 @@ export async function saveCheckpoints(
     await put(WRITER, org, writer.lastSeq, writer.head, writer);
     saved.set(`${WRITER}:${org}`, writer.lastSeq);
   }
-  for (const org of directory.orgNames()) {
-    const dir = directory.snapshot(org);
-    if (dir === undefined || dir.head === null || since.get(`${DIRECTORY}:${org}`) === dir.length) continue;
-    await put(DIRECTORY, org, dir.length, Buffer.from(dir.head, 'hex'), dir);
-    saved.set(`${DIRECTORY}:${org}`, dir.length);
+  for (const [name, projection] of Object.entries(projections)) {
+    for (const org of projection.orgNames()) {
+      const state = projection.snapshot(org);
+      if (state === undefined || state.head === null || since.get(`${name}:${org}`) === state.length) continue;
+      await put(name, org, state.length, Buffer.from(state.head, 'hex'), state);
+      saved.set(`${name}:${org}`, state.length);
+    }
   }
   return saved;
 }

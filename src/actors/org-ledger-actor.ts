@@ -1,7 +1,7 @@
 import type { Bus } from '../bus/bus.js';
 import type { OrgCommand, OrgReply } from '../bus/messages.js';
 import { GENESIS_HASH, makeRow, type LedgerRow } from '../domain/ledger.js';
-import { emptyOrgState, planIngest, planRegister, planUpdate, type OrgState, type Planned } from '../domain/org-state.js';
+import { emptyOrgState, planIngest, planRegister, planReview, planUpdate, type OrgState, type Planned } from '../domain/org-state.js';
 import type { Policy } from '../domain/policy.js';
 import { ensureError } from '../errors.js';
 import { OrgRecovery, type WriterSnapshot } from './org-recovery.js';
@@ -165,6 +165,8 @@ export class OrgLedgerActor {
         return planUpdate(this.state, command.agentId, command.changes, recordedAt);
       case 'event.ingest':
         return planIngest(this.state, command.event, this.options.policy, this.options.policyDigest);
+      case 'review.decide':
+        return planReview(this.state, command.actionId, command.decision, command.reviewer, this.options.policy, recordedAt);
     }
   }
 
@@ -199,6 +201,7 @@ export class OrgLedgerActor {
       // New entries: planning goes on right after and replaces the entries' view and scoring
       // (those objects themselves are never changed in place).
       agents: [...this.state.agents].map(([id, e]) => [id, { view: e.view, scoring: e.scoring }]),
+      held: [...this.state.held],
     };
   }
 

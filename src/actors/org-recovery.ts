@@ -1,5 +1,5 @@
 import { GENESIS_HASH, rowBody, type LedgerRow } from '../domain/ledger.js';
-import { applyAgentRecord, applyEventRecord, emptyOrgState, type AgentEntry, type OrgState } from '../domain/org-state.js';
+import { applyAgentRecord, applyEventRecord, applyReviewRecord, emptyOrgState, type AgentEntry, type HeldAction, type OrgState } from '../domain/org-state.js';
 import type { Policy } from '../domain/policy.js';
 
 /** An org writer's state as plain data, for a checkpoint. */
@@ -9,6 +9,7 @@ export interface WriterSnapshot {
   lastMs: number;
   nextEventId: number;
   agents: [string, AgentEntry][];
+  held: [number, HeldAction][];
 }
 
 /** Folds an org's committed rows, in order, into the state its writer needs. */
@@ -39,7 +40,7 @@ export class OrgRecovery {
   /** Starts from a checkpoint instead of from nothing. */
   static from(policy: Policy, snapshot: WriterSnapshot): OrgRecovery {
     const recovery = new OrgRecovery(policy);
-    recovery.state = { agents: new Map(snapshot.agents), nextEventId: snapshot.nextEventId };
+    recovery.state = { agents: new Map(snapshot.agents), nextEventId: snapshot.nextEventId, held: new Map(snapshot.held) };
     recovery.lastSeq = snapshot.lastSeq;
     recovery.start = Buffer.from(snapshot.head);
     recovery.lastAtMs = snapshot.lastMs;
@@ -47,10 +48,10 @@ export class OrgRecovery {
   }
 
   apply(row: LedgerRow): void {
-    if (row.agentId !== null && (row.kind === 'agent' || row.kind === 'event')) {
-      const body = rowBody(row);
-      if (row.kind === 'agent') applyAgentRecord(this.state, body, row.recordedAt);
-      else applyEventRecord(this.state, row.agentId, body, this.policy);
+    if (row.agentId !== null) {
+      if (row.kind === 'agent') applyAgentRecord(this.state, rowBody(row), row.recordedAt);
+      else if (row.kind === 'event') applyEventRecord(this.state, row.agentId, rowBody(row), this.policy);
+      else if (row.kind === 'review') applyReviewRecord(this.state, row.agentId, rowBody(row));
     }
     this.lastSeq = row.seq;
     this.lastRow = row;

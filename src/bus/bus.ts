@@ -3,7 +3,12 @@ import type { AppendOptions, AppendOutcome } from '../store/ledger-store.js';
 import type { OrgCommand, OrgReply, ReplyTo } from './messages.js';
 
 export type CommandHandler = (command: OrgCommand) => Promise<OrgReply>;
-export type CommittedHandler = (org: string, rows: readonly LedgerRow[]) => void;
+/**
+ * Takes committed rows. A live subscriber may return a promise for what it stores because of them
+ * (e.g. webhook deliveries): the append resolves only after it settles, so that is stored before
+ * the writer answers.
+ */
+export type CommittedHandler = (org: string, rows: readonly LedgerRow[]) => void | Promise<unknown>;
 
 /**
  * The bus joins the front end, the org writers and the projections.
@@ -13,7 +18,8 @@ export type CommittedHandler = (org: string, rows: readonly LedgerRow[]) => void
  *
  * Ledger log: `append` is the org writer's durable append. It is conditional on `expectedLastSeq`
  * being the org's last seq (a stale or second writer gets `conflict` and nothing is written), and
- * resolves only once the rows are durable. Committed rows are then delivered to subscribers.
+ * resolves only once the rows are durable and every subscriber has taken them (and settled the
+ * promise it returned, if any).
  *
  * Subscriptions: a subscriber first receives every row already committed, then live rows; per
  * org, rows arrive in seq order, each exactly once, never before they are durable.

@@ -40,7 +40,13 @@ export class MemoryBus implements Bus {
     const previous = this.tails.get(org) ?? Promise.resolve();
     const delivered = previous.then(async () => {
       const outcome = await appended;
-      if (outcome.ok) for (const subscriber of this.subscribers) deliver(subscriber, org, rows);
+      if (!outcome.ok) return outcome;
+      let stored: Promise<unknown>[] | null = null;
+      for (const subscriber of this.subscribers) {
+        const pending = deliver(subscriber, org, rows);
+        if (pending !== undefined) (stored ??= []).push(pending);
+      }
+      if (stored !== null) await Promise.all(stored);
       return outcome;
     });
     const tail = delivered.then(
@@ -75,11 +81,15 @@ export class MemoryBus implements Bus {
 }
 
 /** A failing subscriber must not fail an append that is already durable. */
-function deliver(handler: CommittedHandler, org: string, rows: readonly LedgerRow[]): void {
-  try {
-    handler(org, rows);
-  } catch (error) {
+function deliver(handler: CommittedHandler, org: string, rows: readonly LedgerRow[]): Promise<unknown> | undefined {
+  const failed = (error: unknown): void => {
     console.error(JSON.stringify({ level: 'error', msg: 'subscriber failed', org, error: String(error) }));
+  };
+  try {
+    return handler(org, rows)?.catch(failed);
+  } catch (error) {
+    failed(error);
+    return undefined;
   }
 }
 

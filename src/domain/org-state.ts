@@ -1,8 +1,8 @@
 import { agentFromRecord, type AgentChanges, type AgentView } from './agent-record.js';
 import { canonicalize } from './jcs.js';
 import type { Policy } from './policy.js';
-import type { IngestEventBody, RegisterAgentBody } from './schemas.js';
-import { copyState, FRESH_STATE, score, type Decision, type Gate, type ScoringState } from './scoring.js';
+import type { IngestEventBody, RegisterAgentBody, ReviewDecisionBody, ReviewOutcome } from './schemas.js';
+import { copyState, FRESH_STATE, gateFor, score, type Decision, type Gate, type ScoringState } from './scoring.js';
 
 export type { AgentView };
 
@@ -27,13 +27,38 @@ export interface AgentEntry {
   scoring: ScoringState;
 }
 
+/** An action whose gate held it (hold, alert or collapse): it awaits a reviewer's decision. */
+export interface HeldAction {
+  agentId: string;
+  gate: Gate;
+  /** null while pending; `escalated` may still be decided later. Entries are replaced, never changed. */
+  outcome: ReviewOutcome | null;
+}
+
 export interface OrgState {
   agents: Map<string, AgentEntry>;
   nextEventId: number;
+  /** By action id. */
+  held: Map<number, HeldAction>;
 }
 
 export function emptyOrgState(): OrgState {
-  return { agents: new Map(), nextEventId: 1 };
+  return { agents: new Map(), nextEventId: 1, held: new Map() };
+}
+
+export interface ReviewResult {
+  action_id: number;
+  event_id: number;
+  agent_id: string;
+  outcome: ReviewOutcome;
+  note: string;
+  reviewer: string;
+  /** The gate that held the action. */
+  held_gate: Gate;
+  /** The agent's gate and BII after the decision. */
+  gate_status: Gate | null;
+  bii: number | null;
+  decided_at: string;
 }
 
 export interface PlannedRecord<T> {
@@ -98,6 +123,7 @@ export function planIngest(
   });
   agent.scoring = next;
   const id = state.nextEventId++;
+  if (decision.requires_human_review) state.held.set(id, { agentId: event.agent_id, gate: decision.gate_status, outcome: null });
   const body = {
     event_id: id,
     action_id: id,
@@ -182,5 +208,71 @@ export function applyEventRecord(state: OrgState, agentId: string, body: Record<
   });
   next.bii = Number(body.bii);
   next.gate = body.gate_status as Gate;
+  agent.scoring = next;
+  if (body.requires_human_review === true) state.held.set(eventId, { agentId, gate: next.gate, outcome: null });
+}
+
+/**
+ * Plans a reviewer's decision on a held action. Released and rejected are final (a second
+ * decision is a conflict); escalated leaves the action open for a later decision. Releasing an
+ * action the gate collapsed, while the agent is still collapsed, lifts the collapse: the BII is
+ * raised to the hold line if below it (else kept) and the gate follows the thresholds (hold, or
+ * pass if the BII is at the pass line). Otherwise no decision changes the agent's score.
+ */
+export function planReview(
+  state: OrgState,
+  actionId: number,
+  decision: ReviewDecisionBody,
+  reviewer: string,
+  policy: Policy,
+  recordedAt: string,
+): Planned<ReviewResult> {
+  const held = state.held.get(actionId);
+  if (held === undefined) {
+    return { ok: false, code: 'not_found', message: `no held action ${actionId}: only actions gated hold, alert or collapse await review` };
+  }
+  if (held.outcome === 'released' || held.outcome === 'rejected') {
+    return { ok: false, code: 'conflict', message: `action ${actionId} was already ${held.outcome}` };
+  }
+  const agent = state.agents.get(held.agentId);
+  const scoring = agent?.scoring ?? FRESH_STATE;
+  let gate = scoring.gate;
+  let bii = scoring.bii;
+  if (decision.outcome === 'released' && held.gate === 'collapse' && gate === 'collapse') {
+    // The reviewer vouches for the agent up to supervised operation; it earns pass back by behaviour.
+    bii = Math.max(bii ?? policy.initial_bii, policy.thresholds.hold);
+    gate = gateFor(policy, bii);
+  }
+  const body = {
+    action_id: actionId,
+    event_id: actionId,
+    outcome: decision.outcome,
+    note: decision.note,
+    reviewer,
+    held_gate: held.gate,
+    gate_status: gate,
+    bii,
+  };
+  applyReviewRecord(state, held.agentId, body);
+  return {
+    kind: 'review',
+    agentId: held.agentId,
+    body,
+    result: { ...body, agent_id: held.agentId, decided_at: recordedAt },
+  };
+}
+
+/** Applies a `review` record body: the action's outcome, and the agent's gate as recorded. */
+export function applyReviewRecord(state: OrgState, agentId: string, body: Record<string, unknown>): void {
+  const actionId = Number(body.action_id);
+  const held = state.held.get(actionId);
+  const outcome = body.outcome as ReviewOutcome;
+  if (held !== undefined) state.held.set(actionId, { agentId: held.agentId, gate: held.gate, outcome });
+  const agent = state.agents.get(agentId);
+  if (agent === undefined || typeof body.gate_status !== 'string') return;
+  if (body.gate_status === agent.scoring.gate && body.bii === agent.scoring.bii) return;
+  const next = copyState(agent.scoring);
+  next.gate = body.gate_status as Gate;
+  if (typeof body.bii === 'number') next.bii = body.bii;
   agent.scoring = next;
 }

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { LinkKind } from './agent-record.js';
 import { EventType } from './scoring.js';
+import { WEBHOOK_EVENTS, WEBHOOK_FORMATS } from './webhook.js';
 
 /** zod schemas of request bodies and shared value formats; validated once, at the edge. */
 
@@ -62,3 +63,25 @@ export const updateAgentBody = z
   .partial()
   .refine((v) => Object.keys(v).length > 0, 'name at least one field to change');
 export type UpdateAgentBody = z.infer<typeof updateAgentBody>;
+
+export const createWebhookBody = z.strictObject({
+  url: z
+    .string()
+    .max(2048, 'url is at most 2048 characters')
+    .refine((v) => /^https?:\/\//i.test(v) && URL.canParse(v), 'url must be an http or https address'),
+  events: z
+    .array(z.enum(WEBHOOK_EVENTS))
+    .min(1, 'subscribe to at least one event')
+    .refine((v) => new Set(v).size === v.length, 'events are listed once each'),
+  format: z.enum(WEBHOOK_FORMATS).default('json'),
+});
+export type CreateWebhookBody = z.infer<typeof createWebhookBody>;
+
+export const ReviewOutcome = ['released', 'rejected', 'escalated'] as const;
+export type ReviewOutcome = (typeof ReviewOutcome)[number];
+
+export const reviewDecisionBody = z.strictObject({
+  outcome: z.enum(ReviewOutcome),
+  note: z.string().max(2000, 'note is at most 2000 characters').default(''),
+});
+export type ReviewDecisionBody = z.infer<typeof reviewDecisionBody>;

@@ -1,5 +1,8 @@
 import type { AgentDirectory } from '../actors/agent-directory.js';
+import type { DeliveryActor } from '../actors/delivery-actor.js';
 import type { PublicRecords } from '../actors/public-records.js';
+import type { ReviewQueue } from '../actors/review-queue.js';
+import type { WebhookRegistry } from '../actors/webhook-registry.js';
 import type { Bus } from '../bus/bus.js';
 import type { Refusal } from '../bus/messages.js';
 import type { Config } from '../config.js';
@@ -7,6 +10,7 @@ import { VigilError } from '../errors.js';
 import type { Registry } from '../registry.js';
 import type { LedgerStore } from '../store/ledger-store.js';
 import type { ChainCheck } from '../store/verify-chain.js';
+import type { WebhookStore } from '../store/webhook-store.js';
 
 /** What route handlers may use. Chosen by the composition root (runtime.ts). */
 export interface AppDeps {
@@ -17,6 +21,10 @@ export interface AppDeps {
   ledger: LedgerStore;
   directory: AgentDirectory;
   publicRecords: PublicRecords;
+  reviews: ReviewQueue;
+  webhooks: WebhookRegistry;
+  webhookStore: WebhookStore;
+  deliveries: DeliveryActor;
   now: () => number;
   /** Recomputes an org's chain up to `length` (in parallel on a large ledger). */
   verifyChain: (org: string, length: number, agentId: string | null, watchHead: Buffer | null) => Promise<ChainCheck>;

@@ -8,7 +8,9 @@ import { auditRoutes } from './routes/audit.js';
 import { ingestRoutes } from './routes/ingest.js';
 import { pageRoutes } from './routes/pages.js';
 import { publicGate, publicRoutes } from './routes/public.js';
+import { reviewRoutes } from './routes/reviews.js';
 import { systemRoutes } from './routes/system.js';
+import { webhookRoutes } from './routes/webhooks.js';
 
 export interface HttpServer {
   port: number;
@@ -26,6 +28,8 @@ export function startHttpServer(deps: AppDeps): Promise<HttpServer> {
     ...agentRoutes(deps),
     ...ingestRoutes(deps),
     ...auditRoutes(deps),
+    ...webhookRoutes(deps),
+    ...reviewRoutes(deps),
     ...publicRoutes(deps, deps.publicRecords, gate),
     ...pageRoutes(deps, deps.publicRecords, gate),
   ];

@@ -6,10 +6,13 @@ import type { AppendOptions, AppendOutcome, LedgerStore } from './ledger-store.j
 import { decodeRow, encodeRow } from './row-codec.js';
 import type { KeyRecord, OrgRecord, RegistryStore } from './registry-store.js';
 import type { Snapshot, SnapshotStore } from './snapshot-store.js';
+import type { DeliveryRecord, WebhookRecord, WebhookStore } from './webhook-store.js';
 
 export type Durability = 'sync' | 'process';
 
 type LedgerKey = [string, number];
+/** [org, webhook id, delivery id] */
+type DeliveryKey = [string, number, number];
 
 /**
  * LMDB adapter for the ledger and registry (one environment, several named databases).
@@ -17,7 +20,7 @@ type LedgerKey = [string, number];
  * waits for the flush to disk (survives power loss). lmdb-js batches all writes of one event-loop
  * turn into one transaction, which is our group commit.
  */
-export class LmdbStore implements LedgerStore, RegistryStore, SnapshotStore {
+export class LmdbStore implements LedgerStore, RegistryStore, SnapshotStore, WebhookStore {
   private readonly root: RootDatabase;
   /** Rows in the binary layout of row-codec.ts. */
   private readonly ledger: Database<Buffer, LedgerKey>;
@@ -28,6 +31,11 @@ export class LmdbStore implements LedgerStore, RegistryStore, SnapshotStore {
   /** Per org: value and version are the last seq (the append fence). */
   private readonly tails: Database<number, string>;
   private readonly snapshots: Database<Snapshot, string>;
+  private readonly webhooks: Database<WebhookRecord, [string, number]>;
+  private readonly deliveries: Database<DeliveryRecord, DeliveryKey>;
+  /** The keys of queued deliveries only, so a start finds them without reading every delivery. */
+  private readonly deliveryQueue: Database<number, DeliveryKey>;
+  private readonly deliveryCursorsDb: Database<number, string>;
 
   constructor(
     readonly dir: string,
@@ -50,6 +58,10 @@ export class LmdbStore implements LedgerStore, RegistryStore, SnapshotStore {
     this.keysDb = this.root.openDB<KeyRecord, string>({ name: 'keys' });
     this.tails = this.root.openDB<number, string>({ name: 'tails', useVersions: true });
     this.snapshots = this.root.openDB<Snapshot, string>({ name: 'snapshots' });
+    this.webhooks = this.root.openDB<WebhookRecord, [string, number]>({ name: 'webhooks' });
+    this.deliveries = this.root.openDB<DeliveryRecord, DeliveryKey>({ name: 'deliveries' });
+    this.deliveryQueue = this.root.openDB<number, DeliveryKey>({ name: 'delivery_queue' });
+    this.deliveryCursorsDb = this.root.openDB<number, string>({ name: 'delivery_cursors' });
     if (options.readOnly !== true) this.repairTails();
   }
 
@@ -107,10 +119,6 @@ export class LmdbStore implements LedgerStore, RegistryStore, SnapshotStore {
     }
   }
 
-  /**
-   * Calls `visit` with each stored row's raw bytes (see row-codec.ts), for verification without
-   * decoding. The buffer may be reused once `visit` returns: copy what you keep.
-   */
   /**
    * Visits the stored bytes of rows fromSeq..toSeq in order, without decoding keys or copying
    * values (≈ 5× faster than a getRange): `visit` gets lmdb's shared read buffer, valid only during
@@ -174,6 +182,52 @@ export class LmdbStore implements LedgerStore, RegistryStore, SnapshotStore {
   snapshotOrgs(name: string): string[] {
     const prefix = `${name}\u0000`;
     return [...this.snapshots.getKeys({ start: prefix, end: `${name}\u0001` })].map((k) => k.slice(prefix.length));
+  }
+
+  listAllWebhooks(): WebhookRecord[] {
+    return [...this.webhooks.getRange({}).map(({ value }) => value)];
+  }
+
+  async putWebhook(webhook: WebhookRecord): Promise<void> {
+    await this.webhooks.put([webhook.org, webhook.id], webhook);
+    await this.durable();
+  }
+
+  async putDeliveries(deliveries: readonly DeliveryRecord[], cursors?: ReadonlyMap<string, number>): Promise<void> {
+    await this.root.transaction(() => {
+      for (const d of deliveries) {
+        const key: DeliveryKey = [d.org, d.webhook_id, d.id];
+        void this.deliveries.put(key, d);
+        if (d.status === 'queued') void this.deliveryQueue.put(key, 1);
+        else void this.deliveryQueue.remove(key);
+      }
+      if (cursors !== undefined) for (const [org, seq] of cursors) void this.deliveryCursorsDb.put(org, seq);
+    });
+    await this.durable();
+  }
+
+  listDeliveries(org: string, webhookId: number, limit: number): DeliveryRecord[] {
+    const range = this.deliveries.getRange({ start: [org, webhookId, Infinity], end: [org, webhookId, 0], reverse: true, limit });
+    return [...range.map(({ value }) => value)];
+  }
+
+  queuedDeliveries(): DeliveryRecord[] {
+    const out: DeliveryRecord[] = [];
+    for (const key of this.deliveryQueue.getKeys({})) {
+      const d = this.deliveries.get(key);
+      if (d !== undefined) out.push(d);
+    }
+    return out;
+  }
+
+  lastDeliveryId(): number {
+    let last = 0;
+    for (const key of this.deliveries.getKeys({})) if (key[2] > last) last = key[2];
+    return last;
+  }
+
+  deliveryCursors(): Map<string, number> {
+    return new Map(this.deliveryCursorsDb.getRange({}).map(({ key, value }) => [key, value] as [string, number]));
   }
 
   isEmpty(): boolean {

@@ -41,6 +41,31 @@ const ingest = (org: string, n: number): OrgCommand => ({
  */
 export function runBusContract(name: string, make: () => Promise<BusHarness>): void {
   describe(`Bus contract: ${name}`, () => {
+    it('resolves an append only after the promise a live subscriber returned has settled', async () => {
+      const h = await make();
+      try {
+        let release!: () => void;
+        const stored = new Promise<void>((resolve) => (release = resolve));
+        let taken = 0;
+        await h.bus.subscribe((_org, rows) => {
+          taken += rows.length;
+          return stored;
+        });
+        let settled = false;
+        const appending = h.bus.append('p', chain(3), 0).then((outcome) => {
+          settled = true;
+          return outcome;
+        });
+        await expect.poll(() => taken).toBe(3);
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        expect(settled).toBe(false);
+        release();
+        expect(await appending).toEqual({ ok: true });
+      } finally {
+        await h.dispose();
+      }
+    });
+
     it('appends durably and reads back one org rows in seq order', async () => {
       const h = await make();
       try {
@@ -106,7 +131,9 @@ export function runBusContract(name: string, make: () => Promise<BusHarness>): v
           seen.set(org, list);
         });
         const second: number[] = [];
-        await h.bus.subscribe((org, rows) => org === 'a' && second.push(...rows.map((r) => r.seq)));
+        await h.bus.subscribe((org, rows) => {
+          if (org === 'a') second.push(...rows.map((r) => r.seq));
+        });
         await h.bus.append('a', a.slice(1200), 1200);
         await h.bus.append('b', b.slice(1), 1);
         await expect.poll(() => seen.get('a')?.length).toBe(1500);

@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadConfig } from '../../src/config.js';
-import { startRuntime, type Runtime } from '../../src/runtime.js';
+import { startRuntime, type Runtime, type RuntimeOptions } from '../../src/runtime.js';
 
 export const ROOT = new URL('../..', import.meta.url).pathname;
 export const ADMIN_KEY = 'vgl_test-admin-key-0123456789abcdefghijklmnopqrstuv';
@@ -27,6 +27,7 @@ export async function startServer(
   env: Record<string, string> = {},
   dataDir = tempDir(),
   logs?: { msg: string; fields?: Record<string, unknown> }[],
+  options: RuntimeOptions = {},
 ): Promise<TestServer> {
   const config = loadConfig({
     VIGIL_PORT: '0',
@@ -35,7 +36,8 @@ export async function startServer(
     VIGIL_BOOTSTRAP_KEY: ADMIN_KEY,
     ...env,
   });
-  const runtime = await startRuntime(config, logs === undefined ? quiet : (_level, msg, fields) => logs.push({ msg, ...(fields === undefined ? {} : { fields }) }));
+  const log = logs === undefined ? quiet : (_level: string, msg: string, fields?: Record<string, unknown>) => logs.push({ msg, ...(fields === undefined ? {} : { fields }) });
+  const runtime = await startRuntime(config, log, options);
   return {
     url: `http://127.0.0.1:${runtime.port}`,
     dataDir,

@@ -4,6 +4,7 @@ import type { AppDeps } from '../deps.js';
 import { errorResponse } from '../errors.js';
 import { RateLimiter } from '../rate-limit.js';
 import type { Route, RouteContext, RouteResult } from '../router.js';
+import { parseIntParam } from '../validate.js';
 
 /** One answer for every reason a public record is not shown, byte for byte. */
 export const PUBLIC_NOT_FOUND = JSON.stringify({ error: { code: 'not_found', message: 'no public agent record here' } });
@@ -47,13 +48,6 @@ export function publicGate(deps: AppDeps): PublicGate {
       return { headers, refusal: null };
     },
   };
-}
-
-function parseInt(value: string | null, fallback: number, min: number, max: number): number | null {
-  if (value === null) return fallback;
-  if (!/^\d{1,9}$/.test(value)) return null;
-  const n = Number(value);
-  return n >= min && n <= max ? n : null;
 }
 
 function rendered(ctx: RouteContext, found: Rendered | undefined, headers: Record<string, string>): RouteResult {
@@ -105,8 +99,8 @@ export function publicRoutes(deps: AppDeps, records: PublicRecords, gate: Public
       rendered(ctx, records.recordJson(ctx.params.org ?? '', ctx.params.agent_id ?? ''), headers),
     ),
     publicRoute('/public/agents/:org', gate, (ctx, headers) => {
-      const limit = parseInt(ctx.query.get('limit'), 50, 1, 100);
-      const offset = parseInt(ctx.query.get('offset'), 0, 0, 1e9);
+      const limit = parseIntParam(ctx.query.get('limit'), 50, 1, 100);
+      const offset = parseIntParam(ctx.query.get('offset'), 0, 0, 1e9);
       if (limit === null || offset === null) {
         const details = [
           ...(limit === null ? [{ path: 'limit', message: 'an integer from 1 to 100' }] : []),

@@ -1,0 +1,353 @@
+import type { CommittedHandler } from '../bus/bus.js';
+import { rowBody, type LedgerRow } from '../domain/ledger.js';
+import { formatBody, retryDelay, signatureHeader, type Envelope, type WebhookEvent } from '../domain/webhook.js';
+import { ensureError } from '../errors.js';
+import type { Lookup } from '../net/receiver-address.js';
+import { postWebhook, type PostOptions, type PostResult } from '../net/webhook-sender.js';
+import type { DeliveryRecord, WebhookRecord, WebhookStore } from '../store/webhook-store.js';
+import type { WebhookRegistry } from './webhook-registry.js';
+
+export interface DeliveryOptions {
+  /** Seconds to wait after each failure; dead at the failure after the last. */
+  schedule: readonly number[];
+  allowPrivate: boolean;
+  /** Bound on one attempt, connect to response. */
+  timeoutMs: number;
+  /** Attempts in flight at once, across all receivers. */
+  concurrency: number;
+  policyDigest: string;
+  now: () => number;
+  newId: () => string;
+  lookup?: Lookup;
+  /** The HTTP client (tests may wrap it to observe attempts; the default posts for real). */
+  post?: (options: PostOptions) => Promise<PostResult>;
+  log: (level: 'info' | 'warn' | 'error', msg: string, fields?: Record<string, unknown>) => void;
+}
+
+export interface PingResult {
+  delivered: boolean;
+  /** The receiver's status, 0 when there was no HTTP answer. */
+  status_code: number;
+  error: string | null;
+}
+
+/**
+ * Turns committed gate and review records into webhook deliveries and drives them to delivered
+ * or dead.
+ *
+ * Durable before the answer: the ledger record that causes a delivery is durable before the
+ * client is answered, and deliveries are a function of it. They are written with the org's
+ * delivery cursor (the last seq turned into deliveries) in one transaction, and a start replays
+ * the ledger after the cursor, so a crash between the answer and that write loses nothing and
+ * makes nothing twice. Each attempt's outcome is written before the next is scheduled; an attempt
+ * cut short by a crash is made again after the restart (at least once; the X-Vigil-Delivery id
+ * lets receivers drop duplicates).
+ */
+export class DeliveryActor {
+  private readonly queue = new DueQueue();
+  /** Queued deliveries by id (the queue may hold stale entries for them). */
+  private readonly queued = new Map<number, DeliveryRecord>();
+  private nextId: number;
+  /** Per org, the last seq seen, and the last one saved as a cursor. */
+  private readonly seen = new Map<string, number>();
+  private readonly saved: Map<string, number>;
+  private writes: Promise<void> = Promise.resolve();
+  private inflight = 0;
+  private readonly attempts = new Set<Promise<void>>();
+  private timer: NodeJS.Timeout | null = null;
+  private timerAt = Infinity;
+  private running = false;
+
+  constructor(
+    private readonly store: WebhookStore,
+    private readonly webhooks: WebhookRegistry,
+    private readonly options: DeliveryOptions,
+  ) {
+    this.nextId = store.lastDeliveryId() + 1;
+    this.saved = store.deliveryCursors();
+  }
+
+  /** Per org, the seq up to which the ledger was already turned into deliveries. */
+  cursors(): ReadonlyMap<string, number> {
+    return this.saved;
+  }
+
+  /** Starts sending: what was queued before a restart resumes on its schedule. */
+  start(): void {
+    for (const d of this.store.queuedDeliveries()) this.enqueue(d);
+    this.running = true;
+    this.pump();
+  }
+
+  /** Makes the deliveries of committed rows; the promise settles once they are stored. */
+  readonly onCommitted: CommittedHandler = (org, rows) => {
+    const last = rows[rows.length - 1];
+    if (last === undefined) return undefined;
+    this.seen.set(org, last.seq);
+    if (!this.webhooks.hasActive(org)) return undefined;
+    const made: DeliveryRecord[] = [];
+    for (const row of rows) {
+      const event = webhookEventOf(row);
+      if (event === null) continue;
+      const subscribers = this.webhooks.subscribers(org, event, row.seq);
+      if (subscribers.length === 0) continue;
+      const data = this.dataOf(row, event);
+      for (const webhook of subscribers) made.push(this.delivery(webhook, event, row, data));
+    }
+    if (made.length === 0) return undefined;
+    const cursor = new Map([[org, last.seq]]);
+    return this.write(made, cursor, () => {
+      this.saved.set(org, last.seq);
+      for (const d of made) this.enqueue(d);
+      this.pump();
+    });
+  };
+
+  /** Saves the cursor of every org that moved (with checkpoints and on stop). */
+  saveCursors(): Promise<void> {
+    const moved = new Map([...this.seen].filter(([org, seq]) => this.saved.get(org) !== seq));
+    if (moved.size === 0) return this.writes;
+    return this.write([], moved, () => {
+      for (const [org, seq] of moved) this.saved.set(org, seq);
+    });
+  }
+
+  /** Cancels a deactivated webhook's queued deliveries. */
+  cancel(webhook: WebhookRecord): Promise<void> {
+    const cancelled: DeliveryRecord[] = [];
+    for (const d of this.queued.values()) {
+      if (d.org !== webhook.org || d.webhook_id !== webhook.id) continue;
+      cancelled.push({ ...d, status: 'cancelled', next_attempt_at: null, last_error: d.last_error ?? 'webhook deactivated' });
+    }
+    for (const d of cancelled) this.queued.delete(d.id);
+    return cancelled.length === 0 ? this.writes : this.write(cancelled, undefined, () => {});
+  }
+
+  /** Sends a signed ping now: not stored, not retried. */
+  async ping(webhook: WebhookRecord): Promise<PingResult> {
+    const envelope: Envelope = {
+      id: this.options.newId(),
+      event: 'ping',
+      org: webhook.org,
+      created_at: new Date(this.options.now()).toISOString(),
+      data: { webhook_id: webhook.id, message: 'ping from vigil: this receiver is set up' },
+    };
+    const result = await this.send(webhook, envelope.id, 'ping', formatBody(webhook.format, envelope));
+    const delivered = isDelivered(result);
+    return { delivered, status_code: result.status ?? 0, error: delivered ? null : failureOf(result) };
+  }
+
+  /** Stops sending; waits for attempts in flight and pending writes. */
+  async close(): Promise<void> {
+    this.running = false;
+    if (this.timer !== null) clearTimeout(this.timer);
+    this.timer = null;
+    await Promise.all(this.attempts);
+    await this.saveCursors();
+  }
+
+  private delivery(webhook: WebhookRecord, event: WebhookEvent, row: LedgerRow, data: Record<string, unknown>): DeliveryRecord {
+    const envelope: Envelope = { id: this.options.newId(), event, org: webhook.org, created_at: row.recordedAt, data };
+    const now = new Date(this.options.now()).toISOString();
+    return {
+      org: webhook.org,
+      webhook_id: webhook.id,
+      id: this.nextId++,
+      event,
+      envelope_id: envelope.id,
+      body: formatBody(webhook.format, envelope),
+      status: 'queued',
+      attempts: 0,
+      next_attempt_at: now,
+      last_error: null,
+      last_status: null,
+      created_at: now,
+      delivered_at: null,
+      ledger_seq: row.seq,
+    };
+  }
+
+  /** The envelope's data (spec 6.3): the gate decision, and for reviews the decision too. */
+  private dataOf(row: LedgerRow, event: WebhookEvent): Record<string, unknown> {
+    const body = rowBody(row);
+    const data: Record<string, unknown> = {
+      agent_id: row.agentId,
+      action_id: body.action_id,
+      event_id: body.event_id,
+      gate_status: body.gate_status,
+      bii: body.bii,
+      reason: event.startsWith('review.') ? body.note : body.reason,
+      policy_digest: body.policy_digest ?? this.options.policyDigest,
+      ledger_seq: row.seq,
+    };
+    if (event.startsWith('review.')) {
+      data.outcome = body.outcome;
+      data.reviewer = body.reviewer;
+      data.held_gate = body.held_gate;
+    }
+    return data;
+  }
+
+  /** Writes in order; `then` runs once the write is durable. A failed write is logged. */
+  private write(deliveries: DeliveryRecord[], cursors: Map<string, number> | undefined, then: () => void): Promise<void> {
+    this.writes = this.writes.then(
+      () => this.store.putDeliveries(deliveries, cursors).then(then),
+    ).catch((error: unknown) => {
+      // Not lost: the cursor did not move, so the rows are turned into deliveries again on start.
+      this.options.log('error', 'webhook deliveries could not be written', { error: ensureError(error).message });
+    });
+    return this.writes;
+  }
+
+  private enqueue(d: DeliveryRecord): void {
+    this.queued.set(d.id, d);
+    this.queue.push(Date.parse(d.next_attempt_at ?? d.created_at), d.id);
+  }
+
+  /** Starts every due attempt the concurrency allows, then sets the timer for the next one. */
+  private pump(): void {
+    if (!this.running) return;
+    const now = this.options.now();
+    while (this.inflight < this.options.concurrency) {
+      const top = this.queue.peek();
+      if (top === undefined || top.at > now) break;
+      this.queue.pop();
+      const d = this.queued.get(top.id);
+      if (d === undefined || Date.parse(d.next_attempt_at ?? '') !== top.at) continue; // stale entry
+      this.queued.delete(d.id);
+      const attempt = this.attempt(d).finally(() => {
+        this.attempts.delete(attempt);
+        this.inflight--;
+        this.pump();
+      });
+      this.inflight++;
+      this.attempts.add(attempt);
+    }
+    this.arm();
+  }
+
+  private arm(): void {
+    const next = this.inflight < this.options.concurrency ? this.queue.peek()?.at : undefined;
+    if (next === undefined || next >= this.timerAt) return;
+    if (this.timer !== null) clearTimeout(this.timer);
+    this.timerAt = next;
+    this.timer = setTimeout(() => {
+      this.timer = null;
+      this.timerAt = Infinity;
+      this.pump();
+    }, Math.min(Math.max(0, next - this.options.now()), 2 ** 31 - 1));
+    this.timer.unref();
+  }
+
+  private async attempt(d: DeliveryRecord): Promise<void> {
+    const webhook = this.webhooks.get(d.org, d.webhook_id);
+    let next: DeliveryRecord;
+    if (webhook === undefined || !webhook.active) {
+      next = { ...d, status: 'cancelled', next_attempt_at: null, last_error: d.last_error ?? 'webhook deactivated' };
+    } else {
+      const result = await this.send(webhook, d.envelope_id, d.event, d.body);
+      const now = this.options.now();
+      const attempts = d.attempts + 1;
+      if (isDelivered(result)) {
+        next = { ...d, status: 'delivered', attempts, next_attempt_at: null, last_status: result.status, delivered_at: new Date(now).toISOString() };
+      } else {
+        const delay = retryDelay(this.options.schedule, attempts);
+        next = {
+          ...d,
+          status: delay === null ? 'dead' : 'queued',
+          attempts,
+          next_attempt_at: delay === null ? null : new Date(now + delay * 1000).toISOString(),
+          last_error: failureOf(result),
+          last_status: result.status,
+        };
+      }
+    }
+    // Deactivated while this attempt was out: no retry.
+    if (next.status === 'queued' && this.webhooks.get(next.org, next.webhook_id)?.active !== true) {
+      next = { ...next, status: 'cancelled', next_attempt_at: null };
+    }
+    const settled = next;
+    await this.write([settled], undefined, () => {
+      if (settled.status === 'queued') this.enqueue(settled);
+    });
+  }
+
+  private send(webhook: WebhookRecord, deliveryId: string, event: WebhookEvent, body: string): Promise<PostResult> {
+    const t = Math.floor(this.options.now() / 1000);
+    const post = this.options.post ?? postWebhook;
+    return post({
+      url: webhook.url,
+      body,
+      headers: {
+        'content-type': 'application/json',
+        'user-agent': 'vigil-webhooks/0.2.0',
+        'x-vigil-event': event,
+        'x-vigil-delivery': deliveryId,
+        'x-vigil-signature': signatureHeader(webhook.secret, t, body),
+      },
+      timeoutMs: this.options.timeoutMs,
+      allowPrivate: this.options.allowPrivate,
+      ...(this.options.lookup === undefined ? {} : { lookup: this.options.lookup }),
+    });
+  }
+}
+
+/** The webhook event a committed record stands for, if any. */
+function webhookEventOf(row: LedgerRow): WebhookEvent | null {
+  if (row.kind === 'event') {
+    const gate = rowBody(row).gate_status;
+    return gate === 'hold' || gate === 'alert' || gate === 'collapse' ? `gate.${gate}` : null;
+  }
+  if (row.kind === 'review') {
+    const outcome = rowBody(row).outcome;
+    return outcome === 'released' || outcome === 'rejected' || outcome === 'escalated' ? `review.${outcome}` : null;
+  }
+  return null;
+}
+
+function isDelivered(result: PostResult): boolean {
+  return result.error === null && result.status !== null && result.status >= 200 && result.status < 300;
+}
+
+function failureOf(result: PostResult): string {
+  return result.error ?? `receiver answered ${String(result.status)}`;
+}
+
+/** A min-heap of (time, delivery id). */
+class DueQueue {
+  private readonly heap: { at: number; id: number }[] = [];
+
+  push(at: number, id: number): void {
+    const h = this.heap;
+    h.push({ at, id });
+    let i = h.length - 1;
+    while (i > 0) {
+      const parent = (i - 1) >> 1;
+      if (h[parent]!.at <= h[i]!.at) break;
+      [h[parent], h[i]] = [h[i]!, h[parent]!];
+      i = parent;
+    }
+  }
+
+  peek(): { at: number; id: number } | undefined {
+    return this.heap[0];
+  }
+
+  pop(): void {
+    const h = this.heap;
+    const last = h.pop();
+    if (last === undefined || h.length === 0) return;
+    h[0] = last;
+    let i = 0;
+    for (;;) {
+      const l = 2 * i + 1;
+      const r = l + 1;
+      let m = i;
+      if (l < h.length && h[l]!.at < h[m]!.at) m = l;
+      if (r < h.length && h[r]!.at < h[m]!.at) m = r;
+      if (m === i) return;
+      [h[m], h[i]] = [h[i]!, h[m]!];
+      i = m;
+    }
+  }
+}

@@ -1,0 +1,136 @@
+import type { CommittedHandler } from '../bus/bus.js';
+import { rowBody } from '../domain/ledger.js';
+
+/** A held action as a reviewer sees it. */
+export interface ReviewItem {
+  action_id: number;
+  event_id: number;
+  agent_id: string;
+  gate: string;
+  bii: number | null;
+  reason: string;
+  event_type: string;
+  recorded_at: string;
+  ledger_seq: number;
+  /** pending, escalated (still open), released or rejected. */
+  status: 'pending' | 'escalated' | 'released' | 'rejected';
+  note: string | null;
+  reviewer: string | null;
+  decided_at: string | null;
+}
+
+interface OrgQueue {
+  /** Open items (pending or escalated), oldest first. */
+  open: Map<number, ReviewItem>;
+  /** Released or rejected, in the order decided. */
+  decided: ReviewItem[];
+  head: string | null;
+  length: number;
+}
+
+export interface ReviewQueueSnapshot {
+  head: string | null;
+  length: number;
+  open: ReviewItem[];
+  decided: ReviewItem[];
+}
+
+/**
+ * Projection of every org's review queue from committed rows: an event the gate held opens an
+ * item; a review record escalates or closes it. Reads never touch the store.
+ */
+export class ReviewQueue {
+  private readonly orgs = new Map<string, OrgQueue>();
+
+  readonly onCommitted: CommittedHandler = (org, rows) => {
+    const queue = this.queueOf(org);
+    for (const row of rows) {
+      queue.length = row.seq;
+      if (row.agentId === null) continue;
+      if (row.kind === 'event') {
+        const body = rowBody(row);
+        if (body.requires_human_review !== true) continue;
+        const id = Number(body.action_id);
+        queue.open.set(id, {
+          action_id: id,
+          event_id: Number(body.event_id),
+          agent_id: row.agentId,
+          gate: String(body.gate_status),
+          bii: typeof body.bii === 'number' ? body.bii : null,
+          reason: String(body.reason ?? ''),
+          event_type: String(body.event_type ?? ''),
+          recorded_at: row.recordedAt,
+          ledger_seq: row.seq,
+          status: 'pending',
+          note: null,
+          reviewer: null,
+          decided_at: null,
+        });
+      } else if (row.kind === 'review') {
+        const body = rowBody(row);
+        const id = Number(body.action_id);
+        const item = queue.open.get(id);
+        if (item === undefined) continue;
+        const decided: ReviewItem = {
+          ...item,
+          status: body.outcome as ReviewItem['status'],
+          note: String(body.note ?? ''),
+          reviewer: String(body.reviewer ?? ''),
+          decided_at: row.recordedAt,
+        };
+        if (decided.status === 'escalated') queue.open.set(id, decided);
+        else {
+          queue.open.delete(id);
+          queue.decided.push(decided);
+        }
+      }
+    }
+    const last = rows[rows.length - 1];
+    if (last !== undefined) queue.head = last.chainHash.toString('hex');
+  };
+
+  /** Open items oldest first, or decided ones newest first. */
+  list(org: string, status: 'pending' | 'decided', limit: number, agentId?: string): ReviewItem[] {
+    const queue = this.orgs.get(org);
+    if (queue === undefined) return [];
+    const out: ReviewItem[] = [];
+    const take = (item: ReviewItem): boolean => {
+      if (agentId === undefined || item.agent_id === agentId) out.push(item);
+      return out.length < limit;
+    };
+    if (status === 'pending') {
+      for (const item of queue.open.values()) if (!take(item)) break;
+    } else {
+      for (let i = queue.decided.length - 1; i >= 0; i--) if (!take(queue.decided[i]!)) break;
+    }
+    return out;
+  }
+
+  snapshot(org: string): ReviewQueueSnapshot | undefined {
+    const q = this.orgs.get(org);
+    // Items are replaced, never changed in place: the arrays can share them.
+    return q === undefined ? undefined : { head: q.head, length: q.length, open: [...q.open.values()], decided: [...q.decided] };
+  }
+
+  restore(org: string, snapshot: ReviewQueueSnapshot): void {
+    this.orgs.set(org, {
+      head: snapshot.head,
+      length: snapshot.length,
+      open: new Map(snapshot.open.map((item) => [item.action_id, item])),
+      decided: [...snapshot.decided],
+    });
+  }
+
+  orgNames(): string[] {
+    return [...this.orgs.keys()];
+  }
+
+  private queueOf(org: string): OrgQueue {
+    let queue = this.orgs.get(org);
+    if (queue === undefined) {
+      queue = { open: new Map(), decided: [], head: null, length: 0 };
+      this.orgs.set(org, queue);
+    }
+    return queue;
+  }
+}

@@ -1,0 +1,3 @@
+/** Public surface for receivers and agent runtimes. */
+export { WebhookVerificationError, verifyWebhook } from './verify-webhook.js';
+export type { VerifyOptions } from './verify-webhook.js';

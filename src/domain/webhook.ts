@@ -1,0 +1,109 @@
+import { createHmac } from 'node:crypto';
+
+/**
+ * Webhook envelope, body formats, signature and retry schedule (spec 3.3, 6.2–6.4).
+ * Pure: the delivery actor supplies the envelope, the clock reading `t` and the schedule, and sends
+ * exactly the string `formatBody` returns, because that string is what the signature covers.
+ */
+export const WEBHOOK_EVENTS = [
+  'gate.hold',
+  'gate.alert',
+  'gate.collapse',
+  'review.released',
+  'review.rejected',
+  'review.escalated',
+  'ping',
+] as const;
+export type WebhookEvent = (typeof WEBHOOK_EVENTS)[number];
+
+export const WEBHOOK_FORMATS = ['json', 'siem_hec', 'logs_intake'] as const;
+export type WebhookFormat = (typeof WEBHOOK_FORMATS)[number];
+
+/** Lowercase service name used as Splunk sourcetype, Datadog source/service and the nesting key. */
+export const SERVICE_NAME = 'vigil';
+
+export interface Envelope {
+  id: string;
+  event: WebhookEvent;
+  org: string;
+  created_at: string;
+  data: Record<string, unknown>;
+}
+
+/** The exact request body for a format, as a string (the bytes that get signed and sent). */
+export function formatBody(format: WebhookFormat, envelope: Envelope): string {
+  const env = envelopeFields(envelope);
+  switch (format) {
+    case 'json':
+      return JSON.stringify(env);
+    case 'siem_hec':
+      return JSON.stringify({ event: env, sourcetype: SERVICE_NAME, time: unixSeconds(env.created_at) });
+    case 'logs_intake':
+      return JSON.stringify([
+        {
+          ddsource: SERVICE_NAME,
+          service: SERVICE_NAME,
+          ddtags: `event:${env.event},org:${env.org}`,
+          message: logMessage(env),
+          [SERVICE_NAME]: env,
+        },
+      ]);
+    default:
+      return unknownFormat(format);
+  }
+}
+
+/**
+ * Copies the five envelope fields in spec order, so the body does not depend on how the caller built
+ * the object (key order, or extra properties a structurally typed value may carry).
+ */
+function envelopeFields(e: Envelope): Envelope {
+  return { id: e.id, event: e.event, org: e.org, created_at: e.created_at, data: e.data };
+}
+
+/** Splunk HEC `time`: epoch seconds with millisecond decimals. A bad created_at is a broken invariant. */
+function unixSeconds(timestamp: string): number {
+  const ms = Date.parse(timestamp);
+  if (Number.isNaN(ms)) throw new RangeError(`webhook: created_at is not a timestamp: ${timestamp}`);
+  return ms / 1000;
+}
+
+/** One readable line for log viewers; line breaks in a reviewer's note would split the log entry. */
+function logMessage(e: Envelope): string {
+  const agent = nonEmptyString(e.data['agent_id']);
+  const reason = nonEmptyString(e.data['reason']);
+  const line =
+    e.event + (agent === null ? '' : ` for agent ${agent}`) + ` in org ${e.org}` + (reason === null ? '' : `: ${reason}`);
+  return line.replace(/[\r\n\u2028\u2029]+/g, ' ');
+}
+
+function nonEmptyString(value: unknown): string | null {
+  return typeof value === 'string' && value.length > 0 ? value : null;
+}
+
+function unknownFormat(format: never): never {
+  throw new TypeError(`webhook: unknown format ${String(format)}`);
+}
+
+/** hex HMAC-SHA256 of `${t}.${body}` keyed with the secret string's UTF-8 bytes (the whole secret, prefix included). */
+export function signature(secret: string, t: number, body: string): string {
+  // Receivers accept only `t=<digits>`; `${1.5}` or `${1e21}` would sign a header they reject.
+  if (!Number.isSafeInteger(t) || t < 0) throw new RangeError(`webhook: t must be integer unix seconds, got ${t}`);
+  return createHmac('sha256', Buffer.from(secret, 'utf8')).update(`${t}.${body}`, 'utf8').digest('hex');
+}
+
+/** The X-Vigil-Signature header value: `t=<unix seconds>,v1=<hex>`. */
+export function signatureHeader(secret: string, t: number, body: string): string {
+  return `t=${t},v1=${signature(secret, t, body)}`;
+}
+
+/**
+ * Seconds to wait after the `failures`-th failed attempt (1-based), or null when that failure is the last one allowed (dead):
+ * with schedule [60,300,1800,7200,43200], failures 1..5 give 60..43200 and failure 6 gives null.
+ */
+export function retryDelay(schedule: readonly number[], failures: number): number | null {
+  if (!Number.isInteger(failures) || failures < 1) {
+    throw new RangeError(`webhook: failures must be a positive integer, got ${failures}`);
+  }
+  return schedule[failures - 1] ?? null;
+}

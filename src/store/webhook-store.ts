@@ -1,0 +1,57 @@
+import type { WebhookEvent, WebhookFormat } from '../domain/webhook.js';
+
+/** A receiver registered by an org. The secret is kept: every delivery is signed with it. */
+export interface WebhookRecord {
+  org: string;
+  /** Per org, from 1. */
+  id: number;
+  url: string;
+  events: WebhookEvent[];
+  format: WebhookFormat;
+  active: boolean;
+  secret: string;
+  created_at: string;
+  deactivated_at: string | null;
+  /** The org's last ledger seq when it was created: only later records make deliveries. */
+  after_seq: number;
+}
+
+export type DeliveryStatus = 'queued' | 'delivered' | 'dead' | 'cancelled';
+
+export interface DeliveryRecord {
+  org: string;
+  webhook_id: number;
+  /** Unique in the data dir, increasing. */
+  id: number;
+  event: WebhookEvent;
+  /** The envelope id, sent as X-Vigil-Delivery on every attempt. */
+  envelope_id: string;
+  /** The exact request body; each attempt signs these bytes with a fresh timestamp. */
+  body: string;
+  status: DeliveryStatus;
+  attempts: number;
+  next_attempt_at: string | null;
+  last_error: string | null;
+  last_status: number | null;
+  created_at: string;
+  delivered_at: string | null;
+  /** The ledger record that made it. */
+  ledger_seq: number;
+}
+
+/**
+ * Webhooks and their deliveries. Deliveries are written with the ledger position they cover
+ * (per org, the delivery cursor) in one transaction, so after a crash the rows past the cursor
+ * are turned into deliveries again and none is made twice. Writes resolve once durable.
+ */
+export interface WebhookStore {
+  listAllWebhooks(): WebhookRecord[];
+  putWebhook(webhook: WebhookRecord): Promise<void>;
+  /** Saves new or changed deliveries and, if given, delivery cursors, atomically. */
+  putDeliveries(deliveries: readonly DeliveryRecord[], cursors?: ReadonlyMap<string, number>): Promise<void>;
+  /** Newest first. */
+  listDeliveries(org: string, webhookId: number, limit: number): DeliveryRecord[];
+  queuedDeliveries(): DeliveryRecord[];
+  lastDeliveryId(): number;
+  deliveryCursors(): Map<string, number>;
+}
