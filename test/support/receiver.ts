@@ -1,0 +1,75 @@
+import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+/** One request a receiver got, with the body's raw bytes exactly as they arrived. */
+export interface Received {
+  method: string;
+  path: string;
+  headers: IncomingHttpHeaders;
+  body: Buffer;
+}
+
+/** What to do with the n-th request (0-based): answer a status (now or once the promise settles), or never answer. */
+export type Reply = (request: Received, n: number) => number | 'hang' | Promise<number>;
+
+/**
+ * A real HTTP receiver on 127.0.0.1, port 0: records every request and answers with the status
+ * `reply` chooses (200 unless told otherwise; `reply` may be swapped at any time).
+ */
+export interface Receiver {
+  port: number;
+  /** http://127.0.0.1:<port><path> */
+  url(path?: string): string;
+  received: Received[];
+  reply: Reply;
+  close(): Promise<void>;
+}
+
+export async function startReceiver(reply: Reply = () => 200): Promise<Receiver> {
+  const received: Received[] = [];
+  const receiver: Receiver = {
+    port: 0,
+    url: (path = '/hook') => `http://127.0.0.1:${receiver.port}${path}`,
+    received,
+    reply,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections(); // a 'hang' request is still open
+        server.close(() => resolve());
+      }),
+  };
+  const server: Server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const request: Received = { method: req.method ?? '', path: req.url ?? '', headers: req.headers, body: Buffer.concat(chunks) };
+      const n = received.length;
+      received.push(request);
+      const status = receiver.reply(request, n);
+      if (status === 'hang') return;
+      void Promise.resolve(status).then((code) => res.writeHead(code, { 'content-type': 'text/plain' }).end('ok'));
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  receiver.port = (server.address() as AddressInfo).port;
+  return receiver;
+}
+
+/** Polls `cond` until it holds (returns its value) or fails after timeoutMs with `what`. */
+export async function waitFor<T>(cond: () => T | Promise<T>, timeoutMs = 5_000, what = 'condition'): Promise<NonNullable<T>> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await cond();
+    if (value !== undefined && value !== null && value !== false) return value as NonNullable<T>;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+/**
+ * Waits out a window in which nothing may happen. Absence can only be observed over time; callers
+ * make the window several times the retry delay they rule out.
+ */
+export function quietFor(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
