@@ -11,9 +11,11 @@ const schedule = z
   .string()
   .default('60,300,1800,7200,43200')
   .transform((v, ctx) => {
-    const parts = v.split(',').map((p) => Number(p.trim()));
-    if (parts.length === 0 || parts.some((n) => !Number.isFinite(n) || n < 0)) {
-      ctx.addIssue({ code: 'custom', message: 'comma-separated seconds, e.g. 60,300,1800' });
+    // An empty entry ("60,,300", "60,") is a typo, not a zero-second delay: Number('') is 0.
+    const parts = v.split(',').map((p) => (p.trim() === '' ? NaN : Number(p.trim())));
+    // A week at most: a retry date must stay a valid date, and nobody waits longer for a webhook.
+    if (parts.length === 0 || parts.length > 20 || parts.some((n) => !Number.isFinite(n) || n < 0 || n > 604_800)) {
+      ctx.addIssue({ code: 'custom', message: 'comma-separated seconds, each from 0 to 604800 (a week), at most 20, e.g. 60,300,1800' });
       return z.NEVER;
     }
     return parts;

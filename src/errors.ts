@@ -13,6 +13,8 @@ export const ErrorCode = {
   tooLarge: 'payload_too_large',
   unsupportedMedia: 'unsupported_media_type',
   rateLimited: 'rate_limited',
+  planLimit: 'plan_limit',
+  quotaExceeded: 'quota_exceeded',
   overloaded: 'overloaded',
   unavailable: 'unavailable',
   internal: 'internal',

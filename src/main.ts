@@ -1,4 +1,7 @@
+import { statSync } from 'node:fs';
 import { parseArgs } from 'node:util';
+import { z } from 'zod';
+import { isBundleArchive, verifyBundle, type BundleReport } from './cli/verify-bundle.js';
 import { verifyLedgerFile } from './cli/verify-file.js';
 import { ConfigError, loadConfig } from './config.js';
 import { Scope, orgSlug } from './domain/schemas.js';
@@ -10,7 +13,10 @@ import { LmdbStore } from './store/lmdb.js';
 const USAGE = `usage: vigil <command>
   serve                                              run the service (embedded mode)
   keys create --org <slug> --scopes a,b[,c] [--name n]  create an API key (creates the org if needed)
+  orgs set-plan --org <slug> --plan <free|team|scale> [--billing-email e]  set an org's plan
   verify <ledger.jsonl>                              verify an exported ledger offline
+  verify <bundle.tar.gz|dir> [--manifest-sha256 <hex>]  verify an export bundle offline
+                                                     (optionally against the manifest sha256 from GET /exports)
 scopes: ${Scope.join(', ')}`;
 
 async function main(argv: string[]): Promise<number> {
@@ -21,6 +27,8 @@ async function main(argv: string[]): Promise<number> {
       return serve();
     case 'keys':
       return keys(rest);
+    case 'orgs':
+      return orgs(rest);
     case 'verify':
       return verify(rest);
     case 'help':
@@ -48,6 +56,29 @@ async function serve(): Promise<number> {
   process.once('SIGINT', stop);
   process.once('SIGTERM', stop);
   return new Promise<number>(() => {});
+}
+
+async function orgs(args: string[]): Promise<number> {
+  const { positionals, values } = parseArgs({
+    args,
+    allowPositionals: true,
+    options: { org: { type: 'string' }, plan: { type: 'string' }, 'billing-email': { type: 'string' } },
+  });
+  if (positionals[0] !== 'set-plan' || values.org === undefined || values.plan === undefined) {
+    console.error(USAGE);
+    return 2;
+  }
+  const email = values['billing-email'];
+  if (email !== undefined && !z.email().safeParse(email).success) throw new VigilError('validation_failed', `--billing-email: not an e-mail address`);
+  const config = loadConfig();
+  const store = new LmdbStore(config.dataDir, config.durability);
+  try {
+    const org = await new Registry(store).setPlan(values.org, values.plan, email);
+    console.log(JSON.stringify({ org: org.slug, plan: org.plan, billing_email: org.billing_email ?? null }));
+  } finally {
+    await store.close();
+  }
+  return 0;
 }
 
 async function keys(args: string[]): Promise<number> {
@@ -80,12 +111,33 @@ async function keys(args: string[]): Promise<number> {
 }
 
 async function verify(args: string[]): Promise<number> {
-  const file = args[0];
-  if (file === undefined) {
+  let parsed;
+  try {
+    parsed = parseArgs({ args, allowPositionals: true, options: { 'manifest-sha256': { type: 'string' } } });
+  } catch (error) {
+    console.error(`${ensureError(error).message}\n${USAGE}`);
+    return 2;
+  }
+  const path = parsed.positionals[0];
+  if (path === undefined || parsed.positionals.length > 1) {
     console.error(USAGE);
     return 2;
   }
-  const report = await verifyLedgerFile(file);
+  const expected = parsed.values['manifest-sha256'];
+  if (expected !== undefined && !/^[0-9a-fA-F]{64}$/.test(expected)) {
+    console.error('--manifest-sha256: expected 64 hex characters');
+    return 2;
+  }
+  if (isBundleArchive(path) || isDirectory(path)) {
+    const report = await verifyBundle(path, expected === undefined ? {} : { expectedManifestSha256: expected });
+    console.log(bundleVerdict(report));
+    return report.ok ? 0 : 1;
+  }
+  if (expected !== undefined) {
+    console.error('--manifest-sha256 applies to a bundle (a directory, .tar.gz or .tgz)');
+    return 2;
+  }
+  const report = await verifyLedgerFile(path);
   console.log(JSON.stringify(report));
   if (report.ok) {
     console.log(`OK: ${report.length} records, chain intact, head ${report.head ?? '(empty)'}`);
@@ -93,6 +145,21 @@ async function verify(args: string[]): Promise<number> {
   }
   console.log(`FAILED: first bad record at seq ${report.first_bad_seq}: ${report.problem}`);
   return 1;
+}
+
+function isDirectory(path: string): boolean {
+  try {
+    return statSync(path).isDirectory();
+  } catch {
+    return false;
+  }
+}
+
+function bundleVerdict(report: BundleReport): string {
+  if (!report.ok) return ['bundle INVALID:', ...report.problems.map((p) => `  ${p}`)].join('\n');
+  const w = report.window!;
+  const range = report.records === 0 ? `none after seq ${w.since_seq}` : `${w.since_seq + 1}..${w.until_seq}`;
+  return `bundle OK: org ${report.org}, records ${range} (${report.records}), manifest sha256 ${report.manifestSha256}`;
 }
 
 main(process.argv.slice(2)).then(

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { DEFAULT_PLAN, PLANS, planNamed, type Plan } from './domain/billing.js';
 import { formatKey, hashKey, sameDigest } from './domain/keys.js';
 import { Scope, orgSlug } from './domain/schemas.js';
 import { VigilError } from './errors.js';
@@ -41,6 +42,23 @@ export class Registry {
     const org: OrgRecord = { slug, created_at: this.now().toISOString(), plan: 'free' };
     await this.store.putOrg(org);
     return org;
+  }
+
+  /** The org's plan in force (read from the store, so a change by the CLI applies at once). */
+  planOf(slug: string): Plan {
+    return planNamed(this.store.getOrg(slug)?.plan ?? DEFAULT_PLAN) ?? PLANS.free;
+  }
+
+  /** Sets an existing org's plan (and billing e-mail, when given); the writers read it per batch. */
+  async setPlan(slug: string, plan: string, billingEmail?: string | null): Promise<OrgRecord> {
+    if (planNamed(plan) === undefined) {
+      throw new VigilError('validation_failed', `unknown plan ${JSON.stringify(plan)}; plans: ${Object.keys(PLANS).join(', ')}`);
+    }
+    const existing = this.store.getOrg(slug);
+    if (existing === undefined) throw new VigilError('not_found', `org ${slug} not found`);
+    const next: OrgRecord = { ...existing, plan, ...(billingEmail === undefined ? {} : { billing_email: billingEmail }) };
+    await this.store.putOrg(next);
+    return next;
   }
 
   async createKey(org: string, scopes: readonly Scope[], name: string | null): Promise<CreatedKey> {

@@ -2,11 +2,14 @@ import { randomUUID } from 'node:crypto';
 import { AgentDirectory } from './actors/agent-directory.js';
 import { newerThan, replayAfter, restoreCheckpoints, saveCheckpoints } from './actors/checkpoints.js';
 import { DeliveryActor } from './actors/delivery-actor.js';
+import { ExportLog } from './actors/export-log.js';
 import { OrgActors } from './actors/org-actors.js';
 import { PublicRecords } from './actors/public-records.js';
 import { ReviewQueue } from './actors/review-queue.js';
+import { UsageMeter } from './actors/usage-meter.js';
 import { WebhookRegistry } from './actors/webhook-registry.js';
 import type { Bus } from './bus/bus.js';
+import { blockingLimit, nextMonthStart } from './domain/billing.js';
 import type { LedgerRow } from './domain/ledger.js';
 import { MemoryBus } from './bus/memory.js';
 import type { Config } from './config.js';
@@ -61,15 +64,31 @@ export async function startRuntime(config: Config, log: Log = jsonLog, options: 
     policyDigest: digest,
     now,
     maxPending: config.maxPendingPerOrg,
+    limits: (org, nowMs) => {
+      const plan = registry.planOf(org);
+      return {
+        plan: plan.name,
+        eventsPerMonth: blockingLimit(plan, 'events_per_month'),
+        agents: blockingLimit(plan, 'agents'),
+        publicAgents: blockingLimit(plan, 'public_agents'),
+        untilNextMonth: Math.ceil((nextMonthStart(nowMs) - nowMs) / 1000),
+      };
+    },
   });
   bus.serve(actors.handle);
   const directory = new AgentDirectory();
   const reviews = new ReviewQueue();
-  const projections = { directory, reviews };
+  const meter = new UsageMeter();
+  const exportLog = new ExportLog();
+  const projections = { directory, reviews, meter, exports: exportLog };
   const lookup = options.lookup;
   const webhooks = new WebhookRegistry(store, {
     checkUrl: (url) => checkReceiverUrl(url, { allowPrivate: config.webhookAllowPrivate, ...(lookup === undefined ? {} : { lookup }) }),
     ledgerLength: (org) => directory.org(org)?.length ?? 0,
+    maxActive: (org) => {
+      const plan = registry.planOf(org);
+      return { plan: plan.name, limit: blockingLimit(plan, 'webhooks') };
+    },
     now,
   });
   const deliveries = new DeliveryActor(store, webhooks, {
@@ -90,6 +109,8 @@ export async function startRuntime(config: Config, log: Log = jsonLog, options: 
   const held = {
     directory: restored.projections.get('directory')!,
     reviews: restored.projections.get('reviews')!,
+    meter: restored.projections.get('meter')!,
+    exports: restored.projections.get('exports')!,
     deliveries: deliveries.cursors(),
   };
   let replaying = true;
@@ -98,6 +119,8 @@ export async function startRuntime(config: Config, log: Log = jsonLog, options: 
       if (!replaying) {
         directory.onCommitted(org, rows);
         reviews.onCommitted(org, rows);
+        meter.onCommitted(org, rows);
+        exportLog.onCommitted(org, rows);
         // Deliveries are stored before the writer answers the request that caused them.
         return deliveries.onCommitted(org, rows);
       }
@@ -107,6 +130,8 @@ export async function startRuntime(config: Config, log: Log = jsonLog, options: 
       };
       feed(directory.onCommitted, held.directory.get(org));
       feed(reviews.onCommitted, held.reviews.get(org));
+      feed(meter.onCommitted, held.meter.get(org));
+      feed(exportLog.onCommitted, held.exports.get(org));
       feed(deliveries.onCommitted, held.deliveries.get(org));
       feed(actors.onReplay, restored.writer.get(org));
       return undefined;
@@ -146,6 +171,8 @@ export async function startRuntime(config: Config, log: Log = jsonLog, options: 
     webhooks,
     webhookStore: store,
     deliveries,
+    meter,
+    exportLog,
     now,
     verifyChain: (org, length, agentId, watchHead) => verifyChain(store, org, length, agentId, watchHead),
   });

@@ -1,7 +1,7 @@
 import type { Bus } from '../bus/bus.js';
 import type { OrgCommand, OrgReply } from '../bus/messages.js';
 import { GENESIS_HASH, makeRow, type LedgerRow } from '../domain/ledger.js';
-import { emptyOrgState, planIngest, planRegister, planReview, planUpdate, type OrgState, type Planned } from '../domain/org-state.js';
+import { emptyOrgState, NO_LIMITS, planExport, planIngest, planRegister, planReview, planUpdate, type OrgState, type Planned, type WriterLimits } from '../domain/org-state.js';
 import type { Policy } from '../domain/policy.js';
 import { ensureError } from '../errors.js';
 import { OrgRecovery, type WriterSnapshot } from './org-recovery.js';
@@ -20,6 +20,8 @@ export interface OrgActorOptions {
   maxPending: number;
   /** Batches committed but not yet durable at once (group commit pipelining). */
   maxInflight?: number;
+  /** The org's plan limits in force at `nowMs` (read once per batch). */
+  limits?: (org: string, nowMs: number) => WriterLimits;
 }
 
 const UNAVAILABLE: OrgReply = { ok: false, code: 'unavailable', message: 'the ledger could not be written; nothing was recorded, retry' };
@@ -91,8 +93,9 @@ export class OrgLedgerActor {
     const recordedAt = new Date(recordedMs).toISOString();
     const rows: LedgerRow[] = [];
     const replies: OrgReply[] = [];
+    const limits = this.options.limits?.(this.org, recordedMs) ?? NO_LIMITS;
     for (const { command } of batch) {
-      const planned = this.plan(command, recordedAt);
+      const planned = this.plan(command, recordedAt, limits);
       if ('ok' in planned) {
         replies.push(planned);
         continue;
@@ -101,7 +104,7 @@ export class OrgLedgerActor {
       rows.push(row);
       this.lastSeq = row.seq;
       this.head = row.chainHash;
-      replies.push({ ok: true, value: planned.result } as OrgReply);
+      replies.push({ ok: true, value: planned.complete === undefined ? planned.result : planned.complete(row) } as OrgReply);
     }
 
     this.inflight++;
@@ -157,16 +160,18 @@ export class OrgLedgerActor {
     }
   }
 
-  private plan(command: OrgCommand, recordedAt: string): Planned<unknown> {
+  private plan(command: OrgCommand, recordedAt: string, limits: WriterLimits): Planned<unknown> {
     switch (command.type) {
       case 'agent.register':
-        return planRegister(this.state, command.agent, recordedAt);
+        return planRegister(this.state, command.agent, recordedAt, limits);
       case 'agent.update':
-        return planUpdate(this.state, command.agentId, command.changes, recordedAt);
+        return planUpdate(this.state, command.agentId, command.changes, recordedAt, limits);
       case 'event.ingest':
-        return planIngest(this.state, command.event, this.options.policy, this.options.policyDigest);
+        return planIngest(this.state, command.event, this.options.policy, this.options.policyDigest, recordedAt, limits);
       case 'review.decide':
         return planReview(this.state, command.actionId, command.decision, command.reviewer, this.options.policy, recordedAt);
+      case 'export.record':
+        return planExport(command.export);
     }
   }
 
@@ -202,6 +207,8 @@ export class OrgLedgerActor {
       // (those objects themselves are never changed in place).
       agents: [...this.state.agents].map(([id, e]) => [id, { view: e.view, scoring: e.scoring }]),
       held: [...this.state.held],
+      month: this.state.month,
+      monthEvents: this.state.monthEvents,
     };
   }
 

@@ -10,6 +10,8 @@ export interface WriterSnapshot {
   nextEventId: number;
   agents: [string, AgentEntry][];
   held: [number, HeldAction][];
+  month: string;
+  monthEvents: number;
 }
 
 /** Folds an org's committed rows, in order, into the state its writer needs. */
@@ -40,7 +42,13 @@ export class OrgRecovery {
   /** Starts from a checkpoint instead of from nothing. */
   static from(policy: Policy, snapshot: WriterSnapshot): OrgRecovery {
     const recovery = new OrgRecovery(policy);
-    recovery.state = { agents: new Map(snapshot.agents), nextEventId: snapshot.nextEventId, held: new Map(snapshot.held) };
+    recovery.state = {
+      agents: new Map(snapshot.agents),
+      nextEventId: snapshot.nextEventId,
+      held: new Map(snapshot.held),
+      month: snapshot.month,
+      monthEvents: snapshot.monthEvents,
+    };
     recovery.lastSeq = snapshot.lastSeq;
     recovery.start = Buffer.from(snapshot.head);
     recovery.lastAtMs = snapshot.lastMs;
@@ -50,7 +58,7 @@ export class OrgRecovery {
   apply(row: LedgerRow): void {
     if (row.agentId !== null) {
       if (row.kind === 'agent') applyAgentRecord(this.state, rowBody(row), row.recordedAt);
-      else if (row.kind === 'event') applyEventRecord(this.state, row.agentId, rowBody(row), this.policy);
+      else if (row.kind === 'event') applyEventRecord(this.state, row.agentId, rowBody(row), this.policy, row.recordedAt);
       else if (row.kind === 'review') applyReviewRecord(this.state, row.agentId, rowBody(row));
     }
     this.lastSeq = row.seq;

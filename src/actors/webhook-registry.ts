@@ -24,6 +24,8 @@ export interface WebhookRegistryOptions {
   checkUrl: (url: string) => Promise<string | null>;
   /** The org's committed ledger length: a new webhook gets deliveries for later records only. */
   ledgerLength: (org: string) => number;
+  /** The org's plan limit on active webhooks (null: none), with the plan's name. */
+  maxActive: (org: string) => { plan: string; limit: number | null };
   now: () => number;
 }
 
@@ -45,6 +47,10 @@ export class WebhookRegistry {
     const problem = await this.options.checkUrl(body.url);
     if (problem !== null) throw new VigilError('validation_failed', problem, [{ path: 'url', message: problem }]);
     const list = this.listOf(org);
+    const { plan, limit } = this.options.maxActive(org);
+    if (limit !== null && list.filter((w) => w.active).length >= limit) {
+      throw new VigilError('plan_limit', `the ${plan} plan allows ${limit} active webhooks; deactivate one or upgrade the plan`);
+    }
     const webhook: WebhookRecord = {
       org,
       id: (list.at(-1)?.id ?? 0) + 1,

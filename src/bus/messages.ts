@@ -1,20 +1,22 @@
 import type { IngestEventBody, RegisterAgentBody, ReviewDecisionBody, UpdateAgentBody } from '../domain/schemas.js';
-import type { AgentView, IngestResult, Refusal, ReviewResult } from '../domain/org-state.js';
+import type { AgentView, ExportRecordBody, ExportResult, IngestResult, Refusal, ReviewResult } from '../domain/org-state.js';
 
-export type { AgentView, IngestResult, Refusal, ReviewResult };
+export type { AgentView, ExportResult, IngestResult, Refusal, ReviewResult };
 
 /** Commands to an org's single writer. Tagged on `type`; every command names its org. */
 export type OrgCommand =
   | { type: 'agent.register'; org: string; agent: RegisterAgentBody }
   | { type: 'agent.update'; org: string; agentId: string; changes: UpdateAgentBody }
   | { type: 'event.ingest'; org: string; event: IngestEventBody }
-  | { type: 'review.decide'; org: string; actionId: number; decision: ReviewDecisionBody; reviewer: string };
+  | { type: 'review.decide'; org: string; actionId: number; decision: ReviewDecisionBody; reviewer: string }
+  | { type: 'export.record'; org: string; export: ExportRecordBody };
 
 interface ResultOf {
   'agent.register': AgentView;
   'agent.update': AgentView;
   'event.ingest': IngestResult;
   'review.decide': ReviewResult;
+  'export.record': ExportResult;
 }
 
 export type ReplyTo<C extends OrgCommand> = { ok: true; value: ResultOf[C['type']] } | Refusal;

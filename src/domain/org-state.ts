@@ -14,9 +14,26 @@ export interface IngestResult extends Decision {
 /** Expected refusals are values, not exceptions. */
 export type Refusal = {
   ok: false;
-  code: 'not_found' | 'conflict' | 'overloaded' | 'unavailable';
+  code: 'not_found' | 'conflict' | 'overloaded' | 'unavailable' | 'plan_limit' | 'quota_exceeded';
   message: string;
+  /** For a monthly quota: seconds until the next UTC month. */
+  retryAfterSeconds?: number;
 };
+
+/**
+ * The org's plan limits that refuse (`block`) rather than bill, as the writer applies them; null
+ * is no limit. Read once per batch.
+ */
+export interface WriterLimits {
+  plan: string;
+  eventsPerMonth: number | null;
+  agents: number | null;
+  publicAgents: number | null;
+  /** Seconds until the next UTC month (Retry-After of a monthly quota). */
+  untilNextMonth: number;
+}
+
+export const NO_LIMITS: WriterLimits = { plan: 'none', eventsPerMonth: null, agents: null, publicAgents: null, untilNextMonth: 0 };
 
 /**
  * What an org's single writer knows, and the pure rules that turn commands into ledger record
@@ -40,10 +57,27 @@ export interface OrgState {
   nextEventId: number;
   /** By action id. */
   held: Map<number, HeldAction>;
+  /** Events recorded in `month` (UTC YYYY-MM of recorded_at), for the monthly quota. */
+  month: string;
+  monthEvents: number;
 }
 
 export function emptyOrgState(): OrgState {
-  return { agents: new Map(), nextEventId: 1, held: new Map() };
+  return { agents: new Map(), nextEventId: 1, held: new Map(), month: '', monthEvents: 0 };
+}
+
+/** Counts an event recorded at `recordedAt` towards its month. */
+function countEvent(state: OrgState, recordedAt: string): void {
+  const month = recordedAt.slice(0, 7);
+  if (month !== state.month) {
+    state.month = month;
+    state.monthEvents = 0;
+  }
+  state.monthEvents++;
+}
+
+function limitRefusal(what: string, limit: number, plan: string): Refusal {
+  return { ok: false, code: 'plan_limit', message: `the ${plan} plan allows ${limit} ${what}; upgrade the plan to add more` };
 }
 
 export interface ReviewResult {
@@ -68,13 +102,18 @@ export interface PlannedRecord<T> {
   /** The body's JCS text, when the planner built it directly (the ingest hot path). */
   bodyJson?: string;
   result: T;
+  /** When the answer needs the record's place in the chain: builds it from the row. */
+  complete?: (row: { seq: number; recordedAt: string; chainHash: Buffer }) => T;
 }
 
 export type Planned<T> = PlannedRecord<T> | Refusal;
 
-export function planRegister(state: OrgState, agent: RegisterAgentBody, recordedAt: string): Planned<AgentView> {
+export function planRegister(state: OrgState, agent: RegisterAgentBody, recordedAt: string, limits: WriterLimits = NO_LIMITS): Planned<AgentView> {
   if (state.agents.has(agent.agent_id)) {
     return { ok: false, code: 'conflict', message: `agent ${agent.agent_id} is already registered` };
+  }
+  if (limits.agents !== null && countAgents(state, (v) => v.is_active) >= limits.agents) {
+    return limitRefusal('active agents', limits.agents, limits.plan);
   }
   const body = { agent_id: agent.agent_id, name: agent.name, kind: agent.kind, observed: agent.observed };
   const view = applyAgentRecord(state, body, recordedAt);
@@ -85,10 +124,14 @@ export function planRegister(state: OrgState, agent: RegisterAgentBody, recorded
  * Plans an admin change. Retirement (`is_active: false`) is permanent: a retired agent takes no
  * further change.
  */
-export function planUpdate(state: OrgState, agentId: string, changes: AgentChanges, recordedAt: string): Planned<AgentView> {
+export function planUpdate(state: OrgState, agentId: string, changes: AgentChanges, recordedAt: string, limits: WriterLimits = NO_LIMITS): Planned<AgentView> {
   const agent = state.agents.get(agentId);
   if (agent === undefined) return { ok: false, code: 'not_found', message: `agent ${agentId} not found` };
   if (!agent.view.is_active) return { ok: false, code: 'conflict', message: `agent ${agentId} is retired; retirement is permanent` };
+  const goesPublic = changes.public === true && !agent.view.public && changes.is_active !== false;
+  if (goesPublic && limits.publicAgents !== null && countAgents(state, (v) => v.public && v.is_active) >= limits.publicAgents) {
+    return limitRefusal('public agents', limits.publicAgents, limits.plan);
+  }
   const body = { agent_id: agentId, action: 'update', changes };
   const view = applyAgentRecord(state, body, recordedAt);
   return { kind: 'agent', agentId, body, result: view };
@@ -105,15 +148,33 @@ export function applyAgentRecord(state: OrgState, body: Record<string, unknown>,
   return view;
 }
 
+function countAgents(state: OrgState, which: (view: AgentView) => boolean): number {
+  let n = 0;
+  for (const entry of state.agents.values()) if (which(entry.view)) n++;
+  return n;
+}
+
+/** `recordedAt` (the batch's time) counts the event towards its month's quota. */
 export function planIngest(
   state: OrgState,
   event: IngestEventBody,
   policy: Policy,
   digest: string,
+  recordedAt = '',
+  limits: WriterLimits = NO_LIMITS,
 ): Planned<IngestResult> {
   const agent = state.agents.get(event.agent_id);
   if (agent === undefined) return { ok: false, code: 'not_found', message: `agent ${event.agent_id} is not registered` };
   if (!agent.view.is_active) return { ok: false, code: 'conflict', message: `agent ${event.agent_id} is retired` };
+  if (limits.eventsPerMonth !== null && state.month === recordedAt.slice(0, 7) && state.monthEvents >= limits.eventsPerMonth) {
+    return {
+      ok: false,
+      code: 'quota_exceeded',
+      message: `the ${limits.plan} plan allows ${limits.eventsPerMonth} events a month and this month's are used; upgrade the plan or wait for the next month (UTC)`,
+      retryAfterSeconds: limits.untilNextMonth,
+    };
+  }
+  if (recordedAt !== '') countEvent(state, recordedAt);
   const observed = agent.view.observed;
   const { decision, state: next } = score(policy, agent.scoring, {
     event_type: event.event_type,
@@ -195,8 +256,9 @@ export function eventBodyJson(b: EventBody): string {
  * Replays a committed `event` record: scoring memory is recomputed with the current policy, but
  * the recorded BII and gate are authoritative (they are what the ledger says happened).
  */
-export function applyEventRecord(state: OrgState, agentId: string, body: Record<string, unknown>, policy: Policy): void {
+export function applyEventRecord(state: OrgState, agentId: string, body: Record<string, unknown>, policy: Policy, recordedAt = ''): void {
   const eventId = Number(body.event_id);
+  if (recordedAt !== '') countEvent(state, recordedAt);
   if (eventId >= state.nextEventId) state.nextEventId = eventId + 1;
   const agent = state.agents.get(agentId);
   if (agent === undefined) return;
@@ -275,4 +337,30 @@ export function applyReviewRecord(state: OrgState, agentId: string, body: Record
   next.gate = body.gate_status as Gate;
   if (typeof body.bii === 'number') next.bii = body.bii;
   agent.scoring = next;
+}
+
+export interface ExportRecordBody {
+  manifest_sha256: string;
+  since_seq: number;
+  until_seq: number;
+  files: string[];
+  agents: string[] | null;
+}
+
+export interface ExportResult extends ExportRecordBody {
+  seq: number;
+  recorded_at: string;
+  chain_hash: string;
+}
+
+/** Plans the `export` record that says a bundle was made (the bundle itself is not stored). */
+export function planExport(body: ExportRecordBody): Planned<ExportResult> {
+  const record = { manifest_sha256: body.manifest_sha256, since_seq: body.since_seq, until_seq: body.until_seq, files: body.files, agents: body.agents };
+  return {
+    kind: 'export',
+    agentId: null,
+    body: record,
+    result: undefined as unknown as ExportResult,
+    complete: (row) => ({ ...record, seq: row.seq, recorded_at: row.recordedAt, chain_hash: row.chainHash.toString('hex') }),
+  };
 }

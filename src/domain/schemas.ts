@@ -85,3 +85,18 @@ export const reviewDecisionBody = z.strictObject({
   note: z.string().max(2000, 'note is at most 2000 characters').default(''),
 });
 export type ReviewDecisionBody = z.infer<typeof reviewDecisionBody>;
+
+export const exportBundleBody = z
+  .strictObject({
+    since_seq: z.number().int().min(0),
+    until_seq: z.number().int().min(1),
+    agents: z
+      .array(agentId)
+      .min(1)
+      .max(1000)
+      .refine((v) => new Set(v).size === v.length, 'agents are listed once each')
+      .nullable()
+      .default(null),
+  })
+  .refine((v) => v.since_seq < v.until_seq, { message: 'since_seq must be below until_seq', path: ['since_seq'] });
+export type ExportBundleBody = z.infer<typeof exportBundleBody>;

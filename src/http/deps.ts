@@ -1,7 +1,9 @@
 import type { AgentDirectory } from '../actors/agent-directory.js';
 import type { DeliveryActor } from '../actors/delivery-actor.js';
+import type { ExportLog } from '../actors/export-log.js';
 import type { PublicRecords } from '../actors/public-records.js';
 import type { ReviewQueue } from '../actors/review-queue.js';
+import type { UsageMeter } from '../actors/usage-meter.js';
 import type { WebhookRegistry } from '../actors/webhook-registry.js';
 import type { Bus } from '../bus/bus.js';
 import type { Refusal } from '../bus/messages.js';
@@ -25,6 +27,8 @@ export interface AppDeps {
   webhooks: WebhookRegistry;
   webhookStore: WebhookStore;
   deliveries: DeliveryActor;
+  meter: UsageMeter;
+  exportLog: ExportLog;
   now: () => number;
   /** Recomputes an org's chain up to `length` (in parallel on a large ledger). */
   verifyChain: (org: string, length: number, agentId: string | null, watchHead: Buffer | null) => Promise<ChainCheck>;
@@ -33,6 +37,11 @@ export interface AppDeps {
 /** Turns an org writer's refusal value into the HTTP error it stands for. */
 export function unwrap<T>(reply: { ok: true; value: T } | Refusal): T {
   if (reply.ok) return reply.value;
-  const retry = reply.code === 'overloaded' || reply.code === 'unavailable' ? { retryAfterSeconds: 1 } : undefined;
+  const retry =
+    reply.retryAfterSeconds !== undefined
+      ? { retryAfterSeconds: reply.retryAfterSeconds }
+      : reply.code === 'overloaded' || reply.code === 'unavailable'
+        ? { retryAfterSeconds: 1 }
+        : undefined;
   throw new VigilError(reply.code, reply.message, undefined, retry);
 }

@@ -11,6 +11,8 @@ export const STATUS_OF: Record<ErrorCode, number> = {
   payload_too_large: 413,
   unsupported_media_type: 415,
   rate_limited: 429,
+  plan_limit: 403,
+  quota_exceeded: 429,
   overloaded: 429,
   unavailable: 503,
   internal: 500,

@@ -23,6 +23,7 @@ export interface RouteContext {
 export type RouteResult =
   | { status?: number; body: unknown; headers?: Record<string, string> }
   | { status?: number; text: string; contentType: string; headers?: Record<string, string> }
+  | { status?: number; bytes: Buffer; contentType: string; headers?: Record<string, string> }
   | { status?: number; lines: AsyncIterable<string> | Iterable<string>; contentType: string; headers?: Record<string, string> };
 
 export interface Route {
@@ -192,19 +193,23 @@ function respond(exchange: Exchange, result: RouteResult): void {
     write(exchange, status, result.contentType, result.text, result.headers);
     return;
   }
+  if ('bytes' in result) {
+    write(exchange, status, result.contentType, result.bytes, result.headers);
+    return;
+  }
   const body = result.body === undefined ? '' : JSON.stringify(result.body);
   write(exchange, status, 'application/json', body, result.headers);
 }
 
-export function write(exchange: Exchange, status: number, contentType: string, body: string, headers?: Record<string, string>): void {
+export function write(exchange: Exchange, status: number, contentType: string, body: string | Buffer, headers?: Record<string, string>): void {
   if (exchange.aborted) return;
   if (exchange.inHandler === true) send(exchange.res, status, contentType, body, headers);
   else exchange.res.cork(() => send(exchange.res, status, contentType, body, headers));
 }
 
-function send(res: HttpResponse, status: number, contentType: string, body: string, headers?: Record<string, string>): void {
+function send(res: HttpResponse, status: number, contentType: string, body: string | Buffer, headers?: Record<string, string>): void {
   res.writeStatus(STATUS_TEXT[status] ?? String(status));
-  if (body !== '' || status !== 304) res.writeHeader('content-type', contentType);
+  if (body.length > 0 || status !== 304) res.writeHeader('content-type', contentType);
   if (headers !== undefined) for (const name in headers) res.writeHeader(name, headers[name]!);
   res.end(body);
 }

@@ -5,6 +5,8 @@ import { RateLimiter } from './rate-limit.js';
 import { mount, sendError, type Route } from './router.js';
 import { agentRoutes } from './routes/agents.js';
 import { auditRoutes } from './routes/audit.js';
+import { billingRoutes } from './routes/billing.js';
+import { exportRoutes } from './routes/exports.js';
 import { ingestRoutes } from './routes/ingest.js';
 import { pageRoutes } from './routes/pages.js';
 import { publicGate, publicRoutes } from './routes/public.js';
@@ -30,6 +32,8 @@ export function startHttpServer(deps: AppDeps): Promise<HttpServer> {
     ...auditRoutes(deps),
     ...webhookRoutes(deps),
     ...reviewRoutes(deps),
+    ...exportRoutes(deps),
+    ...billingRoutes(deps),
     ...publicRoutes(deps, deps.publicRecords, gate),
     ...pageRoutes(deps, deps.publicRecords, gate),
   ];

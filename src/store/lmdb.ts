@@ -220,6 +220,14 @@ export class LmdbStore implements LedgerStore, RegistryStore, SnapshotStore, Web
     return out;
   }
 
+  countDeliveries(org: string, month: string): number {
+    let n = 0;
+    for (const { value } of this.deliveries.getRange({ start: [org, 0, 0], end: [org, Infinity, Infinity] })) {
+      if (value.created_at.startsWith(month)) n++;
+    }
+    return n;
+  }
+
   lastDeliveryId(): number {
     let last = 0;
     for (const key of this.deliveries.getKeys({})) if (key[2] > last) last = key[2];

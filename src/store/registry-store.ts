@@ -3,7 +3,9 @@ import type { Scope } from '../domain/schemas.js';
 export interface OrgRecord {
   slug: string;
   created_at: string;
+  /** A plan name of src/domain/billing.ts; `free` by default. */
   plan: string;
+  billing_email?: string | null;
 }
 
 /** A key as stored: only the SHA-256 of the secret, never the secret. */

@@ -52,6 +52,8 @@ export interface WebhookStore {
   /** Newest first. */
   listDeliveries(org: string, webhookId: number, limit: number): DeliveryRecord[];
   queuedDeliveries(): DeliveryRecord[];
+  /** Deliveries made for the org in a UTC month (YYYY-MM of created_at), for the usage meter. */
+  countDeliveries(org: string, month: string): number;
   lastDeliveryId(): number;
   deliveryCursors(): Map<string, number>;
 }

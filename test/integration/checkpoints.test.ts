@@ -38,7 +38,7 @@ describe('start-up checkpoints', () => {
       const fromLedger: Logs = [];
       const b = await startServer({}, copy, fromLedger);
       try {
-        expect(checkpointsUsed(fromCheckpoint)).toBe(3); // the org's writer, its directory and its review queue
+        expect(checkpointsUsed(fromCheckpoint)).toBe(5); // the org's writer and its projections: directory, review queue, meter, exports
         expect(checkpointsUsed(fromLedger)).toBe(0);
         const [ra, rb] = [await call(a.url, 'POST', '/events/', { body: next }), await call(b.url, 'POST', '/events/', { body: next })];
         expect(ra.status).toBe(200);
@@ -101,7 +101,7 @@ describe('periodic checkpoints', () => {
       const again = await spawnServer(dir);
       try {
         const line = again.output().split('\n').find((l) => l.includes('state rebuilt from the ledger'))!;
-        expect(JSON.parse(line).checkpoints).toBe(3);
+        expect(JSON.parse(line).checkpoints).toBe(5);
         const res = await call(again.url, 'POST', '/events/', { body: next });
         expect(res.body.event_id).toBe(9);
         const rows = parseLines((await call(again.url, 'GET', '/audit/export')).text);

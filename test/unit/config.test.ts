@@ -79,6 +79,9 @@ describe('loadConfig', () => {
       { VIGIL_BASE_URL: 'not a url' },
       { VIGIL_WEBHOOK_RETRY_SCHEDULE: '60,soon' },
       { VIGIL_WEBHOOK_RETRY_SCHEDULE: '60,-5' },
+      { VIGIL_WEBHOOK_RETRY_SCHEDULE: '60,,300' },
+      { VIGIL_WEBHOOK_RETRY_SCHEDULE: '60,' },
+      { VIGIL_WEBHOOK_RETRY_SCHEDULE: '60,1e13' },
     ]) {
       expect(() => loadConfig(env), JSON.stringify(env)).toThrow(ConfigError);
     }

@@ -1,0 +1,114 @@
+import type { AgentDirectory, AgentSummary } from '../actors/agent-directory.js';
+import { buildBundle, type BuiltBundle } from '../domain/bundle.js';
+import { exportLine, rowBody, type LedgerRow } from '../domain/ledger.js';
+import type { LedgerStore } from '../store/ledger-store.js';
+
+export interface BundleRequest {
+  org: string;
+  /** Exclusive. */
+  since_seq: number;
+  /** Inclusive, at most the committed length. */
+  until_seq: number;
+  /** Limits cards, incidents and oversight (never the ledger window); null: every agent. */
+  agents: string[] | null;
+}
+
+const ZERO_HASH = '0'.repeat(64);
+const lines = (items: unknown[]): Buffer => Buffer.from(items.map((item) => JSON.stringify(item) + '\n').join(''));
+
+/**
+ * Builds an export bundle of a committed ledger window: the window as exported (ledger.jsonl),
+ * agent cards (registry facts and current state), held gate decisions (incidents.jsonl) and review
+ * decisions (oversight.jsonl) in the window, and the manifest over them.
+ */
+export function buildOrgBundle(ledger: Pick<LedgerStore, 'get' | 'range'>, directory: AgentDirectory, req: BundleRequest, createdAt: string): BuiltBundle {
+  const scope = req.agents === null ? null : new Set(req.agents);
+  const inScope = (row: LedgerRow): boolean => scope === null || (row.agentId !== null && scope.has(row.agentId));
+  const ledgerLines: string[] = [];
+  const incidents: unknown[] = [];
+  const oversight: unknown[] = [];
+  const digests = new Set<string>();
+  let last: LedgerRow | undefined;
+  for (const row of ledger.range(req.org, req.since_seq + 1, req.until_seq)) {
+    ledgerLines.push(exportLine(row) + '\n');
+    last = row;
+    if (row.kind === 'event') {
+      const body = rowBody(row);
+      if (typeof body.policy_digest === 'string') digests.add(body.policy_digest);
+      if (body.gate_status !== 'pass' && inScope(row)) {
+        incidents.push({
+          seq: row.seq,
+          recorded_at: row.recordedAt,
+          agent_id: row.agentId,
+          action_id: body.action_id,
+          event_id: body.event_id,
+          event_type: body.event_type,
+          gate_status: body.gate_status,
+          bii: body.bii,
+          composite_trust: body.composite_trust,
+          reason: body.reason,
+          policy_digest: body.policy_digest,
+          chain_hash: row.chainHash.toString('hex'),
+        });
+      }
+    } else if (row.kind === 'review' && inScope(row)) {
+      const body = rowBody(row);
+      oversight.push({
+        seq: row.seq,
+        recorded_at: row.recordedAt,
+        agent_id: row.agentId,
+        action_id: body.action_id,
+        outcome: body.outcome,
+        note: body.note,
+        reviewer: body.reviewer,
+        held_gate: body.held_gate,
+        gate_status: body.gate_status,
+        bii: body.bii,
+        chain_hash: row.chainHash.toString('hex'),
+      });
+    }
+  }
+  if (last === undefined || last.seq !== req.until_seq) throw new Error(`ledger window ${req.since_seq}..${req.until_seq} of ${req.org} is not complete`);
+  const start = req.since_seq === 0 ? ZERO_HASH : ledger.get(req.org, req.since_seq)?.chainHash.toString('hex');
+  if (start === undefined) throw new Error(`ledger row ${req.since_seq} of ${req.org} is missing`);
+  const agents = [...(directory.org(req.org)?.agents.values() ?? [])]
+    .filter((a) => scope === null || scope.has(a.agent_id))
+    .sort((a, b) => (a.agent_id < b.agent_id ? -1 : a.agent_id > b.agent_id ? 1 : 0))
+    .map(card);
+  return buildBundle({
+    org: req.org,
+    since_seq: req.since_seq,
+    until_seq: req.until_seq,
+    start_hash: start,
+    end_hash: last.chainHash.toString('hex'),
+    policy_digests: [...digests],
+    agents: req.agents,
+    created_at: createdAt,
+    data: [
+      { name: 'ledger.jsonl', content: Buffer.from(ledgerLines.join('')) },
+      { name: 'cards.json', content: Buffer.from(JSON.stringify(agents, null, 2) + '\n') },
+      { name: 'incidents.jsonl', content: lines(incidents) },
+      { name: 'oversight.jsonl', content: lines(oversight) },
+    ],
+  });
+}
+
+/** An agent card: registry facts and current state, as of the export. */
+function card(a: AgentSummary) {
+  return {
+    agent_id: a.agent_id,
+    name: a.name,
+    kind: a.kind,
+    observed: a.observed,
+    is_active: a.is_active,
+    public: a.public,
+    public_links: a.public_links,
+    created_at: a.created_at,
+    updated_at: a.updated_at,
+    gate: a.gate,
+    bii: a.bii,
+    policy_digest: a.policy_digest,
+    ledger_records: a.ledger_records,
+    last_event_at: a.last_event_at,
+  };
+}

@@ -1,0 +1,66 @@
+import { buildOrgBundle } from '../../bundle/build.js';
+import { writeTarGz } from '../../bundle/tar.js';
+import { blockingLimit, monthOf, nextMonthStart } from '../../domain/billing.js';
+import { exportBundleBody } from '../../domain/schemas.js';
+import { VigilError } from '../../errors.js';
+import { unwrap, type AppDeps } from '../deps.js';
+import type { Route } from '../router.js';
+import { validate } from '../validate.js';
+
+/** A bundle is built in memory: windows are capped (≈ 100 MB of ledger lines at most). */
+export const MAX_BUNDLE_RECORDS = 200_000;
+
+/** Export bundles of the caller's org (any key) and the list of past ones. */
+export function exportRoutes(deps: AppDeps): Route[] {
+  return [
+    { method: 'get', path: '/exports', auth: 'key', handler: ({ key }) => ({ body: deps.exportLog.list(key.org, Number.MAX_SAFE_INTEGER) }) },
+    {
+      method: 'post',
+      path: '/exports/bundle',
+      auth: 'key',
+      handler: async ({ key, body, headers }) => {
+        const req = validate(exportBundleBody, body);
+        const org = key.org;
+        const length = deps.directory.org(org)?.length ?? 0;
+        if (req.until_seq > length) {
+          throw new VigilError('validation_failed', 'invalid body: until_seq', [{ path: 'until_seq', message: `beyond the ledger, whose last seq is ${length}` }]);
+        }
+        if (req.until_seq - req.since_seq > MAX_BUNDLE_RECORDS) {
+          throw new VigilError('validation_failed', 'invalid body: window', [{ path: 'until_seq', message: `a bundle holds at most ${MAX_BUNDLE_RECORDS} records; split the window` }]);
+        }
+        const unknown = (req.agents ?? []).map((id, i) => ({ id, i })).filter(({ id }) => deps.directory.get(org, id) === undefined);
+        if (unknown.length > 0) {
+          throw new VigilError('validation_failed', 'invalid body: agents', unknown.map(({ id, i }) => ({ path: `agents.${i}`, message: `agent ${id} not found` })));
+        }
+        const now = deps.now();
+        const plan = deps.registry.planOf(org);
+        const quota = blockingLimit(plan, 'exports_per_month');
+        if (quota !== null && deps.meter.usage(org, monthOf(now)).exports >= quota) {
+          throw new VigilError('quota_exceeded', `the ${plan.name} plan allows ${quota} export bundles a month and this month's are used; upgrade the plan or wait for the next month (UTC)`, undefined, {
+            retryAfterSeconds: Math.ceil((nextMonthStart(now) - now) / 1000),
+          });
+        }
+        const bundle = buildOrgBundle(deps.ledger, deps.directory, { org, since_seq: req.since_seq, until_seq: req.until_seq, agents: req.agents }, new Date(now).toISOString());
+        const recorded = unwrap(
+          await deps.bus.request({
+            type: 'export.record',
+            org,
+            export: { manifest_sha256: bundle.manifestSha256, since_seq: req.since_seq, until_seq: req.until_seq, files: bundle.files.map((f) => f.name), agents: req.agents },
+          }),
+        );
+        if ((headers.accept ?? '').includes('application/gzip')) {
+          return {
+            bytes: writeTarGz(bundle.files, Math.floor(now / 1000)),
+            contentType: 'application/gzip',
+            headers: {
+              'content-disposition': `attachment; filename="vigil-${org}-${req.since_seq}-${req.until_seq}.tar.gz"`,
+              'x-vigil-manifest-sha256': bundle.manifestSha256,
+              'x-vigil-export-seq': String(recorded.seq),
+            },
+          };
+        }
+        return { body: { export: recorded, manifest: bundle.manifest, files: Object.fromEntries(bundle.files.map((f) => [f.name, f.content.toString('utf8')])) } };
+      },
+    },
+  ];
+}
