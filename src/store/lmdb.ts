@@ -1,5 +1,5 @@
 import { mkdirSync } from 'node:fs';
-import { open, type Database, type RootDatabase } from 'lmdb';
+import { open, type Database, type Key, type RootDatabase } from 'lmdb';
 import * as orderedBinary from 'ordered-binary';
 import type { LedgerRow } from '../domain/ledger.js';
 import type { AppendOptions, AppendOutcome, LedgerStore } from './ledger-store.js';
@@ -46,7 +46,7 @@ export class LmdbStore implements LedgerStore, RegistryStore, SnapshotStore, Web
     // separateFlushed: each write's promise carries its own `flushed`, so a batch waits for the
     // flush of its own transaction, not for that of whatever committed after it.
     // noSubdir: false, or lmdb-js would take a dir named like `data.v1` for a file name.
-    this.root = open({ path: dir, noSubdir: false, maxDbs: 16, mapSize: 2 * 1024 ** 3, remapChunks: true, separateFlushed: true, readOnly: options.readOnly === true });
+    this.root = open({ path: dir, noSubdir: false, maxDbs: 32, mapSize: 2 * 1024 ** 3, remapChunks: true, separateFlushed: true, readOnly: options.readOnly === true });
     this.ledger = this.root.openDB<Buffer, LedgerKey>({ name: 'ledger', encoding: 'binary', cache: false });
     this.ledgerScan = this.root.openDB<null, LedgerKey>({
       name: 'ledger',
@@ -182,6 +182,19 @@ export class LmdbStore implements LedgerStore, RegistryStore, SnapshotStore, Web
   snapshotOrgs(name: string): string[] {
     const prefix = `${name}\u0000`;
     return [...this.snapshots.getKeys({ start: prefix, end: `${name}\u0001` })].map((k) => k.slice(prefix.length));
+  }
+
+  /**
+   * A named table of the same environment, for stores that live beside the ledger (record-scoring
+   * keys, demo studio agents). Values are msgpack; writes through it are not fenced.
+   */
+  table<K extends Key, V>(name: string): Database<V, K> {
+    return this.root.openDB<V, K>({ name });
+  }
+
+  /** Resolves once everything written so far is durable (as the store's durability mode says). */
+  async flushed(): Promise<void> {
+    await this.durable();
   }
 
   listAllWebhooks(): WebhookRecord[] {
