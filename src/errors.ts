@@ -10,6 +10,8 @@ export const ErrorCode = {
   forbidden: 'forbidden',
   notFound: 'not_found',
   conflict: 'conflict',
+  /** The record carries personal health information (record-scoring sandbox): refused, never stored. */
+  phiRefused: 'phi_refused',
   tooLarge: 'payload_too_large',
   unsupportedMedia: 'unsupported_media_type',
   rateLimited: 'rate_limited',

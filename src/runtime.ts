@@ -69,6 +69,7 @@ export async function startRuntime(config: Config, log: Log = jsonLog, options: 
       return {
         plan: plan.name,
         eventsPerMonth: blockingLimit(plan, 'events_per_month'),
+        exportsPerMonth: blockingLimit(plan, 'exports_per_month'),
         agents: blockingLimit(plan, 'agents'),
         publicAgents: blockingLimit(plan, 'public_agents'),
         untilNextMonth: Math.ceil((nextMonthStart(nowMs) - nowMs) / 1000),
@@ -84,7 +85,8 @@ export async function startRuntime(config: Config, log: Log = jsonLog, options: 
   const lookup = options.lookup;
   const webhooks = new WebhookRegistry(store, {
     checkUrl: (url) => checkReceiverUrl(url, { allowPrivate: config.webhookAllowPrivate, ...(lookup === undefined ? {} : { lookup }) }),
-    ledgerLength: (org) => directory.org(org)?.length ?? 0,
+    // The committed tail, not a projection's length (which may trail rows still being delivered).
+    ledgerLength: (org) => store.last(org)?.seq ?? 0,
     maxActive: (org) => {
       const plan = registry.planOf(org);
       return { plan: plan.name, limit: blockingLimit(plan, 'webhooks') };

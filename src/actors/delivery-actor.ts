@@ -50,6 +50,11 @@ export class DeliveryActor {
   private nextId: number;
   /** Per org, the last seq seen, and the last one saved as a cursor. */
   private readonly seen = new Map<string, number>();
+  /**
+   * Per org, a seq the cursor must not pass: set when deliveries could not be written, so that a
+   * restart turns those rows into deliveries again.
+   */
+  private readonly floor = new Map<string, number>();
   private readonly saved: Map<string, number>;
   private writes: Promise<void> = Promise.resolve();
   private inflight = 0;
@@ -96,16 +101,23 @@ export class DeliveryActor {
     }
     if (made.length === 0) return undefined;
     const cursor = new Map([[org, last.seq]]);
-    return this.write(made, cursor, () => {
-      this.saved.set(org, last.seq);
-      for (const d of made) this.enqueue(d);
-      this.pump();
-    });
+    const before = rows[0]!.seq - 1;
+    return this.write(
+      made,
+      cursor,
+      () => {
+        this.saved.set(org, last.seq);
+        for (const d of made) this.enqueue(d);
+        this.pump();
+      },
+      () => this.floor.set(org, Math.min(this.floor.get(org) ?? before, before)),
+    );
   };
 
   /** Saves the cursor of every org that moved (with checkpoints and on stop). */
   saveCursors(): Promise<void> {
-    const moved = new Map([...this.seen].filter(([org, seq]) => this.saved.get(org) !== seq));
+    const held = [...this.seen].map(([org, seq]): [string, number] => [org, Math.min(seq, this.floor.get(org) ?? seq)]);
+    const moved = new Map(held.filter(([org, seq]) => (this.saved.get(org) ?? 0) < seq));
     if (moved.size === 0) return this.writes;
     return this.write([], moved, () => {
       for (const [org, seq] of moved) this.saved.set(org, seq);
@@ -117,7 +129,7 @@ export class DeliveryActor {
     const cancelled: DeliveryRecord[] = [];
     for (const d of this.queued.values()) {
       if (d.org !== webhook.org || d.webhook_id !== webhook.id) continue;
-      cancelled.push({ ...d, status: 'cancelled', next_attempt_at: null, last_error: d.last_error ?? 'webhook deactivated' });
+      cancelled.push({ ...d, status: 'cancelled', last_error: d.last_error ?? 'webhook deactivated' });
     }
     for (const d of cancelled) this.queued.delete(d.id);
     return cancelled.length === 0 ? this.writes : this.write(cancelled, undefined, () => {});
@@ -188,14 +200,17 @@ export class DeliveryActor {
     return data;
   }
 
-  /** Writes in order; `then` runs once the write is durable. A failed write is logged. */
-  private write(deliveries: DeliveryRecord[], cursors: Map<string, number> | undefined, then: () => void): Promise<void> {
-    this.writes = this.writes.then(
-      () => this.store.putDeliveries(deliveries, cursors).then(then),
-    ).catch((error: unknown) => {
-      // Not lost: the cursor did not move, so the rows are turned into deliveries again on start.
-      this.options.log('error', 'webhook deliveries could not be written', { error: ensureError(error).message });
-    });
+  /**
+   * Writes in order; `then` runs once the write is durable. A failed write is logged and
+   * `failed` runs: the cursor stays behind the rows, so a start makes their deliveries again.
+   */
+  private write(deliveries: DeliveryRecord[], cursors: Map<string, number> | undefined, then: () => void, failed?: () => void): Promise<void> {
+    this.writes = this.writes
+      .then(() => this.store.putDeliveries(deliveries, cursors))
+      .then(then, (error: unknown) => {
+        failed?.();
+        this.options.log('error', 'webhook deliveries could not be written', { error: ensureError(error).message });
+      });
     return this.writes;
   }
 
@@ -243,20 +258,21 @@ export class DeliveryActor {
     const webhook = this.webhooks.get(d.org, d.webhook_id);
     let next: DeliveryRecord;
     if (webhook === undefined || !webhook.active) {
-      next = { ...d, status: 'cancelled', next_attempt_at: null, last_error: d.last_error ?? 'webhook deactivated' };
+      next = { ...d, status: 'cancelled', last_error: d.last_error ?? 'webhook deactivated' };
     } else {
       const result = await this.send(webhook, d.envelope_id, d.event, d.body);
       const now = this.options.now();
       const attempts = d.attempts + 1;
       if (isDelivered(result)) {
-        next = { ...d, status: 'delivered', attempts, next_attempt_at: null, last_status: result.status, delivered_at: new Date(now).toISOString() };
+        const at = new Date(now).toISOString();
+        next = { ...d, status: 'delivered', attempts, next_attempt_at: at, last_status: result.status, delivered_at: at };
       } else {
         const delay = retryDelay(this.options.schedule, attempts);
         next = {
           ...d,
           status: delay === null ? 'dead' : 'queued',
           attempts,
-          next_attempt_at: delay === null ? null : new Date(now + delay * 1000).toISOString(),
+          next_attempt_at: new Date(delay === null ? now : now + delay * 1000).toISOString(),
           last_error: failureOf(result),
           last_status: result.status,
         };
@@ -264,7 +280,7 @@ export class DeliveryActor {
     }
     // Deactivated while this attempt was out: no retry.
     if (next.status === 'queued' && this.webhooks.get(next.org, next.webhook_id)?.active !== true) {
-      next = { ...next, status: 'cancelled', next_attempt_at: null };
+      next = { ...next, status: 'cancelled' };
     }
     const settled = next;
     await this.write([settled], undefined, () => {

@@ -171,7 +171,7 @@ export class OrgLedgerActor {
       case 'review.decide':
         return planReview(this.state, command.actionId, command.decision, command.reviewer, this.options.policy, recordedAt);
       case 'export.record':
-        return planExport(command.export);
+        return planExport(this.state, command.export, recordedAt, limits);
     }
   }
 
@@ -207,8 +207,10 @@ export class OrgLedgerActor {
       // (those objects themselves are never changed in place).
       agents: [...this.state.agents].map(([id, e]) => [id, { view: e.view, scoring: e.scoring }]),
       held: [...this.state.held],
+      closed: [...this.state.closed],
       month: this.state.month,
       monthEvents: this.state.monthEvents,
+      monthExports: this.state.monthExports,
     };
   }
 

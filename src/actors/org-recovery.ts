@@ -1,5 +1,5 @@
 import { GENESIS_HASH, rowBody, type LedgerRow } from '../domain/ledger.js';
-import { applyAgentRecord, applyEventRecord, applyReviewRecord, emptyOrgState, type AgentEntry, type HeldAction, type OrgState } from '../domain/org-state.js';
+import { applyAgentRecord, applyEventRecord, applyReviewRecord, countExport, emptyOrgState, type AgentEntry, type HeldAction, type OrgState } from '../domain/org-state.js';
 import type { Policy } from '../domain/policy.js';
 
 /** An org writer's state as plain data, for a checkpoint. */
@@ -10,8 +10,10 @@ export interface WriterSnapshot {
   nextEventId: number;
   agents: [string, AgentEntry][];
   held: [number, HeldAction][];
+  closed: number[];
   month: string;
   monthEvents: number;
+  monthExports: number;
 }
 
 /** Folds an org's committed rows, in order, into the state its writer needs. */
@@ -46,8 +48,10 @@ export class OrgRecovery {
       agents: new Map(snapshot.agents),
       nextEventId: snapshot.nextEventId,
       held: new Map(snapshot.held),
+      closed: new Set(snapshot.closed),
       month: snapshot.month,
       monthEvents: snapshot.monthEvents,
+      monthExports: snapshot.monthExports,
     };
     recovery.lastSeq = snapshot.lastSeq;
     recovery.start = Buffer.from(snapshot.head);
@@ -60,6 +64,8 @@ export class OrgRecovery {
       if (row.kind === 'agent') applyAgentRecord(this.state, rowBody(row), row.recordedAt);
       else if (row.kind === 'event') applyEventRecord(this.state, row.agentId, rowBody(row), this.policy, row.recordedAt);
       else if (row.kind === 'review') applyReviewRecord(this.state, row.agentId, rowBody(row));
+    } else if (row.kind === 'export') {
+      countExport(this.state, row.recordedAt);
     }
     this.lastSeq = row.seq;
     this.lastRow = row;

@@ -1,6 +1,9 @@
 import type { CommittedHandler } from '../bus/bus.js';
 import { rowBody } from '../domain/ledger.js';
 
+/** Decided items kept per org for GET /reviews?status=decided. */
+export const MAX_DECIDED = 10_000;
+
 /** A held action as a reviewer sees it. */
 export interface ReviewItem {
   action_id: number;
@@ -82,6 +85,8 @@ export class ReviewQueue {
         else {
           queue.open.delete(id);
           queue.decided.push(decided);
+          // The latest decisions only: older ones stay in the ledger (and in export bundles).
+          if (queue.decided.length > 2 * MAX_DECIDED) queue.decided.splice(0, queue.decided.length - MAX_DECIDED);
         }
       }
     }

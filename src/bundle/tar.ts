@@ -1,4 +1,7 @@
-import { gunzipSync, gzipSync } from 'node:zlib';
+import { promisify } from 'node:util';
+import { gunzipSync, gzip, gzipSync } from 'node:zlib';
+
+const gzipAsync = promisify(gzip);
 
 /**
  * A minimal POSIX ustar writer and reader for export bundles, gzipped with node:zlib. The writer
@@ -20,6 +23,15 @@ const HEADER_SLACK = 1024 * 1024;
 const MAX_OCTAL_11 = 0o77777777777;
 
 export function writeTarGz(files: TarEntry[], mtimeSeconds: number): Buffer {
+  return gzipSync(tarOf(files, mtimeSeconds), { level: 9 });
+}
+
+/** The same archive, compressed on the libuv thread pool so a server's event loop keeps running. */
+export function writeTarGzAsync(files: TarEntry[], mtimeSeconds: number): Promise<Buffer> {
+  return gzipAsync(tarOf(files, mtimeSeconds), { level: 6 });
+}
+
+function tarOf(files: TarEntry[], mtimeSeconds: number): Buffer {
   if (!Number.isInteger(mtimeSeconds) || mtimeSeconds < 0 || mtimeSeconds > MAX_OCTAL_11) throw new RangeError(`tar: bad mtime ${mtimeSeconds}`);
   const parts: Buffer[] = [];
   for (const file of files) {
@@ -30,7 +42,7 @@ export function writeTarGz(files: TarEntry[], mtimeSeconds: number): Buffer {
     if (pad > 0) parts.push(Buffer.alloc(pad));
   }
   parts.push(Buffer.alloc(2 * BLOCK));
-  return gzipSync(Buffer.concat(parts), { level: 9 });
+  return Buffer.concat(parts);
 }
 
 function header(name: string, size: number, mtime: number): Buffer {

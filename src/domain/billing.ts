@@ -140,11 +140,13 @@ export function statement(org: string, month: string, plan: Plan, usage: Usage, 
     // A plan that bills a limit without pricing it is broken data, not an unknown amount.
     if (rate === undefined) throw new RangeError(`plan ${plan.name} bills ${limit} but has no overage price`);
     if (!Number.isSafeInteger(rate.per) || rate.per < 1) throw new RangeError(`plan ${plan.name}: bad ${limit} per`);
-    const amount = safeMinor(ceilDiv(excess, rate.per) * parseMoney(rate.unit_price));
+    // Quantity in the line's own unit (started units count), so quantity × unit_price = amount.
+    const quantity = ceilDiv(excess, rate.per);
+    const amount = safeMinor(quantity * parseMoney(rate.unit_price));
     total = safeMinor(total + amount);
     overage.push({
       item,
-      quantity: excess,
+      quantity,
       unit: rate.unit,
       unit_price: rate.unit_price,
       amount: formatMoney(amount),

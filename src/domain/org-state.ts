@@ -27,13 +27,14 @@ export type Refusal = {
 export interface WriterLimits {
   plan: string;
   eventsPerMonth: number | null;
+  exportsPerMonth: number | null;
   agents: number | null;
   publicAgents: number | null;
   /** Seconds until the next UTC month (Retry-After of a monthly quota). */
   untilNextMonth: number;
 }
 
-export const NO_LIMITS: WriterLimits = { plan: 'none', eventsPerMonth: null, agents: null, publicAgents: null, untilNextMonth: 0 };
+export const NO_LIMITS: WriterLimits = { plan: 'none', eventsPerMonth: null, exportsPerMonth: null, agents: null, publicAgents: null, untilNextMonth: 0 };
 
 /**
  * What an org's single writer knows, and the pure rules that turn commands into ledger record
@@ -44,36 +45,50 @@ export interface AgentEntry {
   scoring: ScoringState;
 }
 
-/** An action whose gate held it (hold, alert or collapse): it awaits a reviewer's decision. */
+/** An action whose gate held it (hold, alert or collapse) and that awaits a reviewer's decision. */
 export interface HeldAction {
   agentId: string;
   gate: Gate;
-  /** null while pending; `escalated` may still be decided later. Entries are replaced, never changed. */
+  /** null while pending, or `escalated` (still open). Entries are replaced, never changed. */
   outcome: ReviewOutcome | null;
 }
 
 export interface OrgState {
   agents: Map<string, AgentEntry>;
   nextEventId: number;
-  /** By action id. */
+  /** Open held actions, by action id. */
   held: Map<number, HeldAction>;
-  /** Events recorded in `month` (UTC YYYY-MM of recorded_at), for the monthly quota. */
+  /** Actions released or rejected: closed for good (kept apart from `held` to stay compact). */
+  closed: Set<number>;
+  /** Events and exports recorded in `month` (UTC YYYY-MM of recorded_at), for the monthly quotas. */
   month: string;
   monthEvents: number;
+  monthExports: number;
 }
 
 export function emptyOrgState(): OrgState {
-  return { agents: new Map(), nextEventId: 1, held: new Map(), month: '', monthEvents: 0 };
+  return { agents: new Map(), nextEventId: 1, held: new Map(), closed: new Set(), month: '', monthEvents: 0, monthExports: 0 };
+}
+
+/** Moves the month counters to the month of `recordedAt`. */
+function toMonth(state: OrgState, recordedAt: string): void {
+  const month = recordedAt.slice(0, 7);
+  if (month === state.month) return;
+  state.month = month;
+  state.monthEvents = 0;
+  state.monthExports = 0;
 }
 
 /** Counts an event recorded at `recordedAt` towards its month. */
 function countEvent(state: OrgState, recordedAt: string): void {
-  const month = recordedAt.slice(0, 7);
-  if (month !== state.month) {
-    state.month = month;
-    state.monthEvents = 0;
-  }
+  toMonth(state, recordedAt);
   state.monthEvents++;
+}
+
+/** Counts an export recorded at `recordedAt` towards its month. */
+export function countExport(state: OrgState, recordedAt: string): void {
+  toMonth(state, recordedAt);
+  state.monthExports++;
 }
 
 function limitRefusal(what: string, limit: number, plan: string): Refusal {
@@ -277,9 +292,10 @@ export function applyEventRecord(state: OrgState, agentId: string, body: Record<
 /**
  * Plans a reviewer's decision on a held action. Released and rejected are final (a second
  * decision is a conflict); escalated leaves the action open for a later decision. Releasing an
- * action the gate collapsed, while the agent is still collapsed, lifts the collapse: the BII is
- * raised to the hold line if below it (else kept) and the gate follows the thresholds (hold, or
- * pass if the BII is at the pass line). Otherwise no decision changes the agent's score.
+ * action the gate collapsed, while the agent is still collapsed, lifts the collapse (every event
+ * of a collapsed agent is held too, so which of its collapse actions is released does not matter):
+ * the BII is raised to the hold line if below it (else kept) and the gate follows the thresholds
+ * (hold, or pass if the BII is at the pass line). Otherwise no decision changes the agent's score.
  */
 export function planReview(
   state: OrgState,
@@ -289,12 +305,10 @@ export function planReview(
   policy: Policy,
   recordedAt: string,
 ): Planned<ReviewResult> {
+  if (state.closed.has(actionId)) return { ok: false, code: 'conflict', message: `action ${actionId} was already decided (released or rejected)` };
   const held = state.held.get(actionId);
   if (held === undefined) {
     return { ok: false, code: 'not_found', message: `no held action ${actionId}: only actions gated hold, alert or collapse await review` };
-  }
-  if (held.outcome === 'released' || held.outcome === 'rejected') {
-    return { ok: false, code: 'conflict', message: `action ${actionId} was already ${held.outcome}` };
   }
   const agent = state.agents.get(held.agentId);
   const scoring = agent?.scoring ?? FRESH_STATE;
@@ -329,7 +343,14 @@ export function applyReviewRecord(state: OrgState, agentId: string, body: Record
   const actionId = Number(body.action_id);
   const held = state.held.get(actionId);
   const outcome = body.outcome as ReviewOutcome;
-  if (held !== undefined) state.held.set(actionId, { agentId: held.agentId, gate: held.gate, outcome });
+  if (held !== undefined) {
+    // Closed actions leave `held` (which stays the set of open ones) for the compact `closed`.
+    if (outcome === 'escalated') state.held.set(actionId, { agentId: held.agentId, gate: held.gate, outcome });
+    else {
+      state.held.delete(actionId);
+      state.closed.add(actionId);
+    }
+  }
   const agent = state.agents.get(agentId);
   if (agent === undefined || typeof body.gate_status !== 'string') return;
   if (body.gate_status === agent.scoring.gate && body.bii === agent.scoring.bii) return;
@@ -354,7 +375,17 @@ export interface ExportResult extends ExportRecordBody {
 }
 
 /** Plans the `export` record that says a bundle was made (the bundle itself is not stored). */
-export function planExport(body: ExportRecordBody): Planned<ExportResult> {
+export function planExport(state: OrgState, body: ExportRecordBody, recordedAt: string, limits: WriterLimits = NO_LIMITS): Planned<ExportResult> {
+  toMonth(state, recordedAt);
+  if (limits.exportsPerMonth !== null && state.monthExports >= limits.exportsPerMonth) {
+    return {
+      ok: false,
+      code: 'quota_exceeded',
+      message: `the ${limits.plan} plan allows ${limits.exportsPerMonth} export bundles a month and this month's are used; upgrade the plan or wait for the next month (UTC)`,
+      retryAfterSeconds: limits.untilNextMonth,
+    };
+  }
+  state.monthExports++;
   const record = { manifest_sha256: body.manifest_sha256, since_seq: body.since_seq, until_seq: body.until_seq, files: body.files, agents: body.agents };
   return {
     kind: 'export',

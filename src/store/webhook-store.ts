@@ -30,7 +30,8 @@ export interface DeliveryRecord {
   body: string;
   status: DeliveryStatus;
   attempts: number;
-  next_attempt_at: string | null;
+  /** When queued, the next attempt; once final (delivered, dead, cancelled), the last attempt (or creation). */
+  next_attempt_at: string;
   last_error: string | null;
   last_status: number | null;
   created_at: string;

@@ -97,7 +97,7 @@ describe('statement', () => {
       plan_price: '49.00',
       overage: [
         // 234_567 excess → 235 blocks × 0.50
-        { item: 'events', quantity: 234_567, unit: '1,000 events', unit_price: '0.50', amount: '117.50' },
+        { item: 'events', quantity: 235, unit: '1,000 events', unit_price: '0.50', amount: '117.50' },
         // 3 excess × 1.00
         { item: 'exports', quantity: 3, unit: 'export', unit_price: '1.00', amount: '3.00' },
       ],
@@ -132,7 +132,7 @@ describe('statement', () => {
     const s = statement('big', '2026-12', PLANS.scale, use({ events: 25_000_001, exports: 2_013 }), UPGRADE);
     expect(s.overage).toEqual([
       // 5_000_001 excess → 5_001 blocks × 0.20 = 1000.20
-      { item: 'events', quantity: 5_000_001, unit: '1,000 events', unit_price: '0.20', amount: '1000.20' },
+      { item: 'events', quantity: 5_001, unit: '1,000 events', unit_price: '0.20', amount: '1000.20' },
       // 13 × 0.50
       { item: 'exports', quantity: 13, unit: 'export', unit_price: '0.50', amount: '6.50' },
     ]);

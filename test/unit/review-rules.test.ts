@@ -79,6 +79,8 @@ describe('review rules', () => {
     for (const body of bodies) applyEventRecord(replay, 'a', body, POLICY_V1);
     for (const body of reviews) applyReviewRecord(replay, 'a', body);
     expect([...replay.held]).toEqual([...state.held]);
+    expect([...replay.closed]).toEqual([...state.closed]);
+    expect(state.closed.size).toBe(2);
     expect(replay.agents.get('a')!.scoring.gate).toBe(state.agents.get('a')!.scoring.gate);
     expect(replay.agents.get('a')!.scoring.bii).toBe(state.agents.get('a')!.scoring.bii);
   });

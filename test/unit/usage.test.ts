@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { UsageMeter } from '../../src/actors/usage-meter.js';
 import { GENESIS_HASH, makeRow, type LedgerRow } from '../../src/domain/ledger.js';
-import { applyAgentRecord, emptyOrgState, NO_LIMITS, planIngest, planRegister, planUpdate } from '../../src/domain/org-state.js';
+import { applyAgentRecord, emptyOrgState, NO_LIMITS, planExport, planIngest, planRegister, planUpdate } from '../../src/domain/org-state.js';
 import { POLICY_V1, policyDigest } from '../../src/domain/policy.js';
 
 const DIGEST = policyDigest(POLICY_V1);
@@ -38,7 +38,7 @@ describe('usage meter', () => {
 });
 
 describe('blocking limits in the org writer', () => {
-  const limits = { plan: 'tiny', eventsPerMonth: 2, agents: 2, publicAgents: 1, untilNextMonth: 1234 };
+  const limits = { plan: 'tiny', eventsPerMonth: 2, exportsPerMonth: 1, agents: 2, publicAgents: 1, untilNextMonth: 1234 };
   const event = { agent_id: 'a', event_type: 'output_generated' as const, payload: {}, dti: null, source: 'self' as const, actor: null };
 
   it('refuses events past the monthly quota until the next UTC month, and counts only recorded ones', () => {
@@ -63,5 +63,13 @@ describe('blocking limits in the org writer', () => {
     expect(planUpdate(state, 'a', { public: true }, 't', limits)).toMatchObject({ kind: 'agent' }); // already public: no new place taken
     expect(planUpdate(state, 'b', { public: true }, 't', limits)).toMatchObject({ ok: false, code: 'plan_limit' });
     expect(planUpdate(state, 'b', { name: 'B' }, 't', limits)).toMatchObject({ kind: 'agent' });
+  });
+
+  it('refuses exports past the monthly quota in the writer, so concurrent requests cannot pass it', () => {
+    const state = emptyOrgState();
+    const body = { manifest_sha256: 'x', since_seq: 0, until_seq: 1, files: [], agents: null };
+    expect(planExport(state, body, '2026-01-31T10:00:00.000Z', limits)).toMatchObject({ kind: 'export' });
+    expect(planExport(state, body, '2026-01-31T10:00:00.001Z', limits)).toMatchObject({ ok: false, code: 'quota_exceeded', retryAfterSeconds: 1234 });
+    expect(planExport(state, body, '2026-02-01T00:00:00.000Z', limits)).toMatchObject({ kind: 'export' });
   });
 });
