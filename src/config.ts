@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { demoConfig, type DemoConfig } from './demo/config.js';
 
 /** The only reader of process.env: env → typed, validated Config. */
 
@@ -48,6 +49,8 @@ export interface Config {
   appUrl: string;
   natsUrl: string | undefined;
   demo: boolean;
+  /** Demo mode's OpenAI-compatible provider (VIGIL_LLM_*), read only in demo mode; null: the built-in generator. */
+  llm: DemoConfig['llm'];
   publicRateLimitPerMinute: number;
   /** Requests a second per API key; 0 turns the limit off. */
   keyRateLimitPerSecond: number;
@@ -85,6 +88,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     appUrl: (e.VIGIL_APP_URL ?? baseUrl).replace(/\/+$/, ''),
     natsUrl: e.VIGIL_NATS_URL,
     demo: e.VIGIL_DEMO,
+    llm: e.VIGIL_DEMO ? demoConfig(env).llm : null,
     publicRateLimitPerMinute: e.VIGIL_PUBLIC_RATE_LIMIT,
     keyRateLimitPerSecond: e.VIGIL_KEY_RATE_LIMIT,
     maxPendingPerOrg: e.VIGIL_MAX_PENDING,

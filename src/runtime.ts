@@ -13,12 +13,17 @@ import { blockingLimit, nextMonthStart } from './domain/billing.js';
 import type { LedgerRow } from './domain/ledger.js';
 import { MemoryBus } from './bus/memory.js';
 import type { Config } from './config.js';
+import { OpenAiCompatibleModel } from './demo/openai-model.js';
+import { Studio } from './demo/studio.js';
+import { LmdbStudioAgentStore } from './demo/studio-store.js';
+import { TemplateModel } from './demo/template-model.js';
 import { POLICY_V1, policyDigest } from './domain/policy.js';
 import { Scope } from './domain/schemas.js';
 import { startHttpServer } from './http/server.js';
 import { checkReceiverUrl, type Lookup } from './net/receiver-address.js';
 import { Registry } from './registry.js';
 import { LmdbStore } from './store/lmdb.js';
+import { LmdbScoringKeyStore } from './store/scoring-keys.js';
 import { closeVerifyWorkers, verifyChain } from './store/verify-chain.js';
 
 export interface Runtime {
@@ -161,6 +166,18 @@ export async function startRuntime(config: Config, log: Log = jsonLog, options: 
   timer.unref();
 
   const publicRecords = new PublicRecords(directory, config.appUrl, digest);
+  const studio = config.demo
+    ? await Studio.start({
+        bus,
+        directory,
+        store: new LmdbStudioAgentStore(store),
+        model: config.llm === null ? new TemplateModel() : new OpenAiCompatibleModel(config.llm),
+        baseUrl: config.baseUrl,
+        seedOrgs: store.listOrgs().map((org) => org.slug),
+        now,
+        log,
+      })
+    : null;
   const http = await startHttpServer({
     config,
     mode: 'embedded',
@@ -175,6 +192,8 @@ export async function startRuntime(config: Config, log: Log = jsonLog, options: 
     deliveries,
     meter,
     exportLog,
+    studio,
+    scoringKeys: new LmdbScoringKeyStore(store),
     now,
     verifyChain: (org, length, agentId, watchHead) => verifyChain(store, org, length, agentId, watchHead),
   });
@@ -186,6 +205,7 @@ export async function startRuntime(config: Config, log: Log = jsonLog, options: 
     async close() {
       http.close();
       clearInterval(timer);
+      await studio?.close();
       await checkpoint(true);
       await deliveries.close();
       log('info', 'checkpoints saved', { consumers: saved.size });

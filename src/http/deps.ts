@@ -8,9 +8,11 @@ import type { WebhookRegistry } from '../actors/webhook-registry.js';
 import type { Bus } from '../bus/bus.js';
 import type { Refusal } from '../bus/messages.js';
 import type { Config } from '../config.js';
+import type { Studio } from '../demo/studio.js';
 import { VigilError } from '../errors.js';
 import type { Registry } from '../registry.js';
 import type { LedgerStore } from '../store/ledger-store.js';
+import type { ScoringKeyStore } from '../store/scoring-key-store.js';
 import type { ChainCheck } from '../store/verify-chain.js';
 import type { WebhookStore } from '../store/webhook-store.js';
 
@@ -29,6 +31,10 @@ export interface AppDeps {
   deliveries: DeliveryActor;
   meter: UsageMeter;
   exportLog: ExportLog;
+  /** Demo mode's studio and chat; null when demo mode is off (the routes are then not mounted). */
+  studio: Studio | null;
+  /** Sandbox keys of the record-scoring interface (/api/v1). */
+  scoringKeys: ScoringKeyStore;
   now: () => number;
   /** Recomputes an org's chain up to `length` (in parallel on a large ledger). */
   verifyChain: (org: string, length: number, agentId: string | null, watchHead: Buffer | null) => Promise<ChainCheck>;

@@ -10,7 +10,9 @@ import { exportRoutes } from './routes/exports.js';
 import { ingestRoutes } from './routes/ingest.js';
 import { pageRoutes } from './routes/pages.js';
 import { publicGate, publicRoutes } from './routes/public.js';
+import { recordScoringRoutes } from './routes/record-scoring.js';
 import { reviewRoutes } from './routes/reviews.js';
+import { demoRoutes } from './routes/studio.js';
 import { systemRoutes } from './routes/system.js';
 import { webhookRoutes } from './routes/webhooks.js';
 
@@ -36,6 +38,9 @@ export function startHttpServer(deps: AppDeps): Promise<HttpServer> {
     ...billingRoutes(deps),
     ...publicRoutes(deps, deps.publicRecords, gate),
     ...pageRoutes(deps, deps.publicRecords, gate),
+    ...recordScoringRoutes({ store: deps.scoringKeys, now: deps.now }),
+    // Demo routes exist only in demo mode: otherwise their paths fall through to the 404 below.
+    ...(deps.studio === null ? [] : demoRoutes({ studio: deps.studio })),
   ];
   for (const route of routes) mount(app, route, { registry: deps.registry, keyLimiter, now: deps.now });
   app.any('/*', (res, req) => {

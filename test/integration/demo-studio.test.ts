@@ -1,0 +1,233 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { AgentDirectory } from '../../src/actors/agent-directory.js';
+import { OrgActors } from '../../src/actors/org-actors.js';
+import type { Bus } from '../../src/bus/bus.js';
+import { MemoryBus } from '../../src/bus/memory.js';
+import { LmdbStudioAgentStore } from '../../src/demo/studio-store.js';
+import { FORBIDDEN_REQUEST_DTI, Studio, type StudioOptions } from '../../src/demo/studio.js';
+import { TemplateModel } from '../../src/demo/template-model.js';
+import { rowBody } from '../../src/domain/ledger.js';
+import { POLICY_V1, policyDigest } from '../../src/domain/policy.js';
+import { LmdbStore } from '../../src/store/lmdb.js';
+import { removeDir, tempDir } from '../support/server.js';
+
+/**
+ * The Studio over the real org writer, bus and LMDB store, without HTTP (the routes are covered by
+ * demo-routes.test.ts against the running service).
+ */
+const cleanups: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+const DOMAINS = ['clinical', 'insurance', 'wellness', 'pharmacy', 'benefits'];
+const BASE = 'http://vigil.test';
+
+interface Node {
+  store: LmdbStore;
+  bus: Bus;
+  directory: AgentDirectory;
+  logs: { msg: string; fields?: Record<string, unknown> }[];
+  studio(over?: Partial<StudioOptions>): Promise<Studio>;
+  close(): Promise<void>;
+}
+
+/** One process's worth of the service's write path, on `dir`; `wrap` may intercept commands. */
+async function node(dir: string, wrap: (bus: Bus) => Bus = (b) => b): Promise<Node> {
+  const store = new LmdbStore(dir);
+  const inner = new MemoryBus(store);
+  const actors = new OrgActors(inner, { policy: POLICY_V1, policyDigest: policyDigest(POLICY_V1), now: Date.now, maxPending: 10_000 });
+  inner.serve(actors.handle);
+  const directory = new AgentDirectory();
+  await inner.subscribe((org, rows) => {
+    directory.onCommitted(org, rows);
+    actors.onReplay(org, rows);
+  });
+  actors.finishReplay();
+  const bus = wrap(inner);
+  const logs: Node['logs'] = [];
+  const studios: Studio[] = [];
+  const n: Node = {
+    store,
+    bus,
+    directory,
+    logs,
+    async studio(over = {}) {
+      const studio = await Studio.start({
+        bus,
+        directory,
+        store: new LmdbStudioAgentStore(store),
+        model: new TemplateModel(),
+        baseUrl: BASE,
+        seedOrgs: ['acme'],
+        now: Date.now,
+        log: (_level, msg, fields) => logs.push({ msg, ...(fields === undefined ? {} : { fields }) }),
+        ...over,
+      });
+      studios.push(studio);
+      return studio;
+    },
+    async close() {
+      if (closed) return;
+      closed = true;
+      for (const s of studios) await s.close();
+      await inner.close();
+      await store.close();
+    },
+  };
+  let closed = false;
+  cleanups.push(() => n.close());
+  return n;
+}
+
+function dataDir(): string {
+  const dir = tempDir('vigil-studio-');
+  cleanups.unshift(async () => removeDir(dir));
+  return dir;
+}
+
+const ledgerRows = (n: Node, org: string) => [...n.store.range(org, 1)].map((r) => ({ seq: r.seq, kind: r.kind, agentId: r.agentId, body: rowBody(r) }));
+
+
+
+describe('Studio seeding', () => {
+  it('seeds one deployed agent per domain at start, each a sandbox ledger agent, and again not on restart', async () => {
+    const dir = dataDir();
+    const first = await node(dir);
+    const studio = await first.studio();
+    const seeds = await studio.list('acme');
+    expect(seeds.map((a) => a.agent_id)).toEqual(DOMAINS.map((d) => `studio-${d}`));
+    expect(seeds.map((a) => a.id)).toEqual([1, 2, 3, 4, 5]);
+    for (const a of seeds) {
+      expect(a).toMatchObject({ is_seed: true, status: 'deployed', deploy_endpoint: `${BASE}/chat/${a.agent_id}` });
+      expect(a.forbidden_actions.length).toBeGreaterThan(0);
+      expect(typeof a.deployed_at).toBe('string');
+      expect(first.directory.get('acme', a.agent_id)).toMatchObject({ kind: 'sandbox', name: a.name, is_active: true });
+    }
+    const registrations = ledgerRows(first, 'acme').filter((r) => r.kind === 'agent');
+    expect(registrations).toHaveLength(5);
+    await first.close();
+
+    const second = await node(dir);
+    const again = await (await second.studio()).list('acme');
+    expect(again).toEqual(seeds);
+    expect(ledgerRows(second, 'acme').filter((r) => r.kind === 'agent')).toHaveLength(5);
+    expect(second.logs).toEqual([]);
+  });
+
+  it('seeds any other org lazily, on its first request', async () => {
+    const n = await node(dataDir());
+    const studio = await n.studio();
+    expect(n.directory.get('other', 'studio-clinical')).toBeUndefined();
+    const listed = await studio.list('other');
+    expect(listed).toHaveLength(5);
+    expect(n.directory.get('other', 'studio-wellness')?.kind).toBe('sandbox');
+  });
+
+  it('adopts a ledger agent already registered under a seed id (retired stays retired)', async () => {
+    const n = await node(dataDir());
+    await n.bus.request({ type: 'agent.register', org: 'acme', agent: { agent_id: 'studio-pharmacy', name: 'Mine', kind: 'production', observed: true } });
+    await n.bus.request({ type: 'agent.update', org: 'acme', agentId: 'studio-pharmacy', changes: { is_active: false } });
+    const studio = await n.studio();
+    const seeds = await studio.list('acme');
+    expect(seeds).toHaveLength(5);
+    expect(seeds.find((a) => a.agent_id === 'studio-pharmacy')).toMatchObject({ status: 'retired', is_seed: true });
+    expect(new Set(seeds.map((a) => a.id)).size).toBe(5);
+  });
+
+  it('logs a failed seeding and retries it on the next request', async () => {
+    let refuse = true;
+    const n = await node(dataDir(), (bus) => ({
+      ...bus,
+      serve: (h) => bus.serve(h),
+      request: (c) =>
+        refuse && c.type === 'agent.register' && c.agent.agent_id === 'studio-wellness'
+          ? Promise.resolve({ ok: false, code: 'unavailable', message: 'disk on fire' } as never)
+          : bus.request(c),
+    }));
+    const studio = await n.studio();
+    expect((await studio.list('acme')).map((a) => a.agent_id)).toEqual(['studio-clinical', 'studio-insurance']);
+    expect(n.logs.some((l) => l.msg.includes('seeding studio agents failed') && l.fields?.org === 'acme')).toBe(true);
+    refuse = false;
+    expect((await studio.list('acme')).map((a) => a.agent_id)).toEqual(DOMAINS.map((d) => `studio-${d}`));
+  });
+});
+
+describe('Studio agents', () => {
+  const body = {
+    name: 'Triage Helper',
+    description: null,
+    domain: 'clinical' as const,
+    risk_level: 'high' as const,
+    persona: null,
+    allowed_actions: ['explain care plans'],
+    forbidden_actions: ['diagnose conditions'],
+  };
+
+  it('creates drafts with ids in order, also under concurrent requests, and registers each ledger agent', async () => {
+    const n = await node(dataDir());
+    let i = 0;
+    const studio = await n.studio({ newSuffix: () => (++i).toString(16).padStart(6, '0') });
+    const created = await Promise.all([1, 2, 3, 4].map((k) => studio.create('acme', { ...body, name: `Helper ${k}` })));
+    const agents = created.map((c) => (c.ok ? c.value : null));
+    expect(agents.map((a) => a?.id).sort()).toEqual([6, 7, 8, 9]);
+    expect(agents.map((a) => a?.agent_id).sort()).toEqual(['helper-1-000001', 'helper-2-000002', 'helper-3-000003', 'helper-4-000004']);
+    for (const a of agents) {
+      expect(a).toMatchObject({ status: 'draft', is_seed: false, deployed_at: null, deploy_endpoint: null, risk_level: 'high' });
+      expect(n.directory.get('acme', a!.agent_id)).toMatchObject({ kind: 'sandbox', name: a!.name, created_at: a!.created_at });
+    }
+  });
+
+  it('draws another suffix when the agent_id is taken by a ledger agent', async () => {
+    const n = await node(dataDir());
+    await n.bus.request({ type: 'agent.register', org: 'acme', agent: { agent_id: 'triage-helper-aaaaaa', name: 'X', kind: 'production', observed: true } });
+    const suffixes = ['aaaaaa', 'bbbbbb'];
+    const studio = await n.studio({ newSuffix: () => suffixes.shift() ?? 'cccccc' });
+    const created = await studio.create('acme', body);
+    expect(created.ok && created.value.agent_id).toBe('triage-helper-bbbbbb');
+  });
+
+  it('chats only while deployed, scores a forbidden request with dti ≥ 0.9 and retires the ledger agent with the studio agent', async () => {
+    const n = await node(dataDir());
+    const studio = await n.studio();
+    const created = await studio.create('acme', body);
+    if (!created.ok) throw new Error(created.message);
+    const id = created.value.agent_id;
+    const chat = (message: string, dti: number | null = null) => studio.chat('acme', id, { message, history: [], dti }, 'chat:test');
+    expect(await chat('hello')).toMatchObject({ ok: false, code: 'conflict' });
+    expect(await studio.deploy('acme', id)).toMatchObject({ ok: true, value: { status: 'deployed', deploy_endpoint: `${BASE}/chat/${id}` } });
+
+    const clean = await chat('Could you explain care plans?');
+    if (!clean.ok) throw new Error(clean.message);
+    expect(clean.value.result).toMatchObject({ gate_status: 'pass', agent_name: 'Triage Helper', agent_domain: 'clinical', agent_risk: 'high' });
+    expect(clean.value.result.response).toContain('Yes, I can explain care plans.');
+    const bad = await chat('Please diagnose my chest pain', 0.2);
+    if (!bad.ok) throw new Error(bad.message);
+    expect(bad.value.result.bii).toBeLessThan(clean.value.result.bii);
+    expect(bad.value.result.gate_status).not.toBe('pass');
+    expect(bad.value.result.response).toMatch(/^This reply is held for human review/);
+
+    const events = ledgerRows(n, 'acme').filter((r) => r.kind === 'event' && r.agentId === id);
+    expect(events).toHaveLength(2);
+    expect(events[0]!.body).toMatchObject({ event_type: 'output_generated', dti: null, source: 'service', actor: 'chat:test' });
+    expect(events[0]!.body.payload).toMatchObject({ forbidden_request: false, provider: 'builtin' });
+    expect(events[1]!.body).toMatchObject({ dti: FORBIDDEN_REQUEST_DTI });
+    expect(events[1]!.body.payload).toMatchObject({ forbidden_request: true, matched_action: 'diagnose conditions' });
+
+    expect(await studio.setStatus('acme', id, 'paused')).toMatchObject({ ok: true, value: { status: 'paused' } });
+    expect(await chat('hello')).toMatchObject({ ok: false, code: 'conflict' });
+    expect(await studio.setStatus('acme', id, 'retired')).toMatchObject({ ok: true, value: { status: 'retired' } });
+    expect(n.directory.get('acme', id)?.is_active).toBe(false);
+    expect(await studio.deploy('acme', id)).toMatchObject({ ok: false, code: 'conflict' });
+    expect(await studio.setStatus('acme', id, 'retired')).toMatchObject({ ok: true });
+  });
+
+  it('answers not_found for another org’s agent', async () => {
+    const n = await node(dataDir());
+    const studio = await n.studio();
+    expect(await studio.get('acme', 'studio-clinical')).toMatchObject({ ok: true });
+    expect(await studio.get('other', 'nope')).toMatchObject({ ok: false, code: 'not_found' });
+    const created = await studio.create('acme', body);
+    expect(await studio.get('other', created.ok ? created.value.agent_id : '')).toMatchObject({ ok: false, code: 'not_found' });
+  });
+});
