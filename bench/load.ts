@@ -4,11 +4,12 @@
  *
  *   VIGIL_BENCH_TOOL=autocannon|wrk  force a tool (wrk fails if it cannot be found)
  *   WRK_BIN=/path/to/wrk             use this wrk binary instead of searching PATH
+ *   VIGIL_BENCH_THREADS=n            wrk threads (default: the cores the server leaves, 1 to 2)
  */
 import autocannon from 'autocannon';
 import { execFile } from 'node:child_process';
 import { accessSync, constants, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 
 export interface LoadSpec {
@@ -72,6 +73,22 @@ function findWrk(): string | null {
     if (isExecutableFile(candidate)) return candidate;
   }
   return null;
+}
+
+/**
+ * wrk's threads. The servers under test run their HTTP loop on one thread; a load generator with
+ * as many threads as there are cores makes them share a core with it, and the time slices the
+ * server then waits for set the tail latency rather than the server's own work. So wrk takes the
+ * cores the server leaves: one on a 2-core machine, two (enough to saturate these servers) above.
+ */
+export function wrkThreads(): number {
+  const forced = (process.env.VIGIL_BENCH_THREADS ?? '').trim();
+  if (forced !== '') {
+    const n = Number(forced);
+    if (!Number.isInteger(n) || n < 1 || n > 64) throw new Error(`VIGIL_BENCH_THREADS must be an integer from 1 to 64, not ${JSON.stringify(forced)}`);
+    return n;
+  }
+  return Math.max(1, Math.min(2, availableParallelism() - 1));
 }
 
 /** A Lua string literal for any text: printable ASCII as is, every other byte as \ddd. */
@@ -149,7 +166,7 @@ async function runWrk(spec: LoadSpec, wrk: string): Promise<LoadResult> {
   try {
     const script = join(dir, 'request.lua');
     writeFileSync(script, wrkScript(spec));
-    const threads = Math.max(1, Math.min(2, spec.connections));
+    const threads = Math.max(1, Math.min(wrkThreads(), spec.connections));
     const args = [
       `-t${threads}`,
       `-c${spec.connections}`,

@@ -5,7 +5,7 @@
 import { cpus } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { runLedger } from './ledger.js';
-import { loadTool } from './load.js';
+import { loadTool, wrkThreads } from './load.js';
 import { runMacro } from './macro.js';
 import { runMicro } from './micro.js';
 import { printReport, writeReport, type BenchReport, type MacroRow, type Ratio } from './report.js';
@@ -14,7 +14,7 @@ const quick = process.argv.includes('--quick');
 const log = (line: string): void => console.log(line);
 const started = performance.now();
 
-log(`Vigil bench (${quick ? 'quick' : 'full'}), load generator: ${loadTool()}`);
+log(`Vigil bench (${quick ? 'quick' : 'full'}), load generator: ${loadTool() === 'wrk' ? `wrk with ${wrkThreads()} thread(s)` : 'autocannon'}`);
 log('micro…');
 const micro = await runMicro(quick);
 log('macro…');
@@ -56,7 +56,7 @@ const goals: BenchReport['goals'] = [
 
 const report: BenchReport = {
   createdAt: new Date().toISOString(),
-  machine: { cpus: cpus().length, node: process.version, tool: loadTool() },
+  machine: { cpus: cpus().length, node: process.version, tool: loadTool() === 'wrk' ? `wrk, ${wrkThreads()} thread${wrkThreads() === 1 ? '' : 's'}` : 'autocannon' },
   quick,
   micro,
   macro,

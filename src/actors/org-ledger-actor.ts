@@ -30,11 +30,12 @@ const UNAVAILABLE: OrgReply = { ok: false, code: 'unavailable', message: 'the le
  * The single writer of one org's ledger. Holds the chain head, next seq and every agent's scoring
  * state in memory.
  *
- * Commands are decided strictly in arrival order. All commands that arrive while the previous
- * batch is being committed form the next batch, appended with one write (group commit). Commits
- * run back to back; while a committed batch is being flushed to disk the next one already
- * commits (up to `maxInflight` not yet durable). Each append is conditional on the one before
- * it, so they commit in order or not at all. A caller is answered only once its batch, and every batch
+ * Commands are decided strictly in arrival order. All commands that arrive in one event-loop turn
+ * form one batch, appended with one write (group commit). Batches are pipelined: a batch is
+ * appended without waiting for the one before it to commit (the store orders them, and its
+ * write thread folds those that queue up into one transaction), up to `maxInflight` not yet
+ * durable. Each append is conditional on the one before it, so they commit in order or not at
+ * all. A caller is answered only once its batch, and every batch
  * before it, is durable. If an append fails, that batch and every later one in flight are refused
  * and the state is rebuilt from the ledger before anything else is decided, so memory never runs
  * ahead of what is durable.
@@ -49,8 +50,10 @@ export class OrgLedgerActor {
   /** Settles when every launched batch has been answered, in launch order. */
   private tail: Promise<void> = Promise.resolve();
   private broken = false;
-  /** A batch is being committed: the next one waits for it, so commits run back to back. */
-  private committing = false;
+  /** Batches launched whose append has not yet reported its commit (or failure). */
+  private uncommitted = 0;
+  /** A pump is scheduled for the end of this event-loop turn. */
+  private scheduled = false;
   private snapshotWaiters: ((snapshot: WriterSnapshot) => void)[] = [];
   private readonly maxInflight: number;
 
@@ -74,12 +77,21 @@ export class OrgLedgerActor {
     }
     return new Promise((resolve) => {
       this.queue.push({ command, resolve });
-      this.pump();
+      if (!this.scheduled) {
+        this.scheduled = true;
+        setImmediate(this.pumpLater);
+      }
     });
   }
 
+  /** Every command that arrives in one event-loop turn joins one batch. */
+  private readonly pumpLater = (): void => {
+    this.scheduled = false;
+    this.pump();
+  };
+
   private pump(): void {
-    while (!this.broken && !this.committing && this.inflight < this.maxInflight && this.queue.length > 0) {
+    while (!this.broken && this.inflight < this.maxInflight && this.queue.length > 0) {
       const batch = this.queue;
       this.queue = [];
       this.launch(batch);
@@ -114,11 +126,10 @@ export class OrgLedgerActor {
     const onCommitted = (ok = false): void => {
       if (committed) return;
       committed = true;
-      this.committing = false;
+      this.uncommitted--;
       if (ok && this.snapshotWaiters.length > 0) this.resolveSnapshotWaiters();
-      this.pump();
     };
-    if (!committed) this.committing = true;
+    if (!committed) this.uncommitted++;
     const appended: Promise<string | null> =
       rows.length === 0
         ? Promise.resolve(null)
@@ -194,10 +205,10 @@ export class OrgLedgerActor {
    * hold only what the ledger holds).
    */
   snapshot(): WriterSnapshot | null {
-    // Only one batch commits at a time and the next is planned after it, so when none is
-    // committing, everything in memory is committed (perhaps not yet flushed: a checkpoint is
-    // written in a later transaction, so it never outlives the rows it describes).
-    if (this.committing || this.broken) return null;
+    // Batches are planned in order, so when none is uncommitted, everything in memory is
+    // committed (perhaps not yet flushed: a checkpoint is written in a later transaction, so it
+    // never outlives the rows it describes).
+    if (this.uncommitted > 0 || this.broken) return null;
     return {
       lastSeq: this.lastSeq,
       head: this.head,
@@ -229,7 +240,11 @@ export class OrgLedgerActor {
 
   /** Resolves when nothing is waiting or uncommitted (after the front end stopped taking work). */
   async idle(): Promise<void> {
-    while (this.inflight > 0 || this.queue.length > 0) await this.tail;
+    while (this.inflight > 0 || this.queue.length > 0) {
+      // Waiting commands are launched at the end of the turn (pumpLater), not by the tail.
+      if (this.inflight === 0) await new Promise((resolve) => setImmediate(resolve));
+      else await this.tail;
+    }
   }
 
   /** An actor whose state was rebuilt from a replay of the ledger (see OrgActors.onReplay). */
