@@ -1,14 +1,18 @@
 import type { CommittedHandler } from '../bus/bus.js';
 import { rowBody, type LedgerRow } from '../domain/ledger.js';
 import { formatBody, retryDelay, signatureHeader, type Envelope, type WebhookEvent } from '../domain/webhook.js';
-import { ensureError } from '../errors.js';
 import type { Lookup } from '../net/receiver-address.js';
 import { postWebhook, type PostOptions, type PostResult } from '../net/webhook-sender.js';
 import type { DeliveryRecord, WebhookRecord, WebhookStore } from '../store/webhook-store.js';
+import { DeliveryWriter } from './delivery-writer.js';
+import { DueQueue } from './due-queue.js';
 import type { WebhookRegistry } from './webhook-registry.js';
 
 export interface DeliveryOptions {
-  /** Seconds to wait after each failure; dead at the failure after the last. */
+  /**
+   * Seconds to wait after the k-th failure: entry min(k, length) (JetStream consumer backoff); at
+   * most six attempts whatever its length.
+   */
   schedule: readonly number[];
   allowPrivate: boolean;
   /** Bound on one attempt, connect to response. */
@@ -22,6 +26,8 @@ export interface DeliveryOptions {
   /** The HTTP client (tests may wrap it to observe attempts; the default posts for real). */
   post?: (options: PostOptions) => Promise<PostResult>;
   log: (level: 'info' | 'warn' | 'error', msg: string, fields?: Record<string, unknown>) => void;
+  /** Backoff between rewrites after a failed delivery write (ms); tests shorten it. */
+  storeRetry?: { firstMs: number; maxMs: number };
 }
 
 export interface PingResult {
@@ -39,7 +45,15 @@ export interface PingResult {
  * client is answered, and deliveries are a function of it. They are written with the org's
  * delivery cursor (the last seq turned into deliveries) in one transaction, and a start replays
  * the ledger after the cursor, so a crash between the answer and that write loses nothing and
- * makes nothing twice. Each attempt's outcome is written before the next is scheduled; an attempt
+ * makes nothing twice. The triggering request waits for that write; if it fails the request is
+ * still answered 200, because the ledger record is already committed (refusing it would tell the
+ * client nothing was recorded, and its retry would record the event twice). The deliveries are
+ * then held in memory and rewritten until stored, and the cursor stays behind them meanwhile, so a
+ * restart makes them again (see DeliveryWriter).
+ *
+ * Each attempt's outcome is written before the next attempt is scheduled, so the stored attempt
+ * count never trails what was sent by more than the attempt in flight; an outcome whose write
+ * failed is held and rewritten, and the delivery is scheduled again once it is stored. An attempt
  * cut short by a crash is made again after the restart (at least once; the X-Vigil-Delivery id
  * lets receivers drop duplicates).
  */
@@ -48,15 +62,7 @@ export class DeliveryActor {
   /** Queued deliveries by id (the queue may hold stale entries for them). */
   private readonly queued = new Map<number, DeliveryRecord>();
   private nextId: number;
-  /** Per org, the last seq seen, and the last one saved as a cursor. */
-  private readonly seen = new Map<string, number>();
-  /**
-   * Per org, a seq the cursor must not pass: set when deliveries could not be written, so that a
-   * restart turns those rows into deliveries again.
-   */
-  private readonly floor = new Map<string, number>();
-  private readonly saved: Map<string, number>;
-  private writes: Promise<void> = Promise.resolve();
+  private readonly writer: DeliveryWriter;
   private inflight = 0;
   private readonly attempts = new Set<Promise<void>>();
   private timer: NodeJS.Timeout | null = null;
@@ -69,12 +75,19 @@ export class DeliveryActor {
     private readonly options: DeliveryOptions,
   ) {
     this.nextId = store.lastDeliveryId() + 1;
-    this.saved = store.deliveryCursors();
+    this.writer = new DeliveryWriter(store, {
+      onStored: (records) => {
+        for (const d of records) if (d.status === 'queued') this.enqueue(d);
+        this.pump();
+      },
+      log: options.log,
+      ...(options.storeRetry === undefined ? {} : { retry: options.storeRetry }),
+    });
   }
 
-  /** Per org, the seq up to which the ledger was already turned into deliveries. */
+  /** Per org, the seq up to which the ledger was already turned into stored deliveries. */
   cursors(): ReadonlyMap<string, number> {
-    return this.saved;
+    return this.writer.cursors();
   }
 
   /** Starts sending: what was queued before a restart resumes on its schedule. */
@@ -84,12 +97,14 @@ export class DeliveryActor {
     this.pump();
   }
 
-  /** Makes the deliveries of committed rows; the promise settles once they are stored. */
+  /** Makes the deliveries of committed rows; the promise settles once their write is done (stored, or held for a rewrite). */
   readonly onCommitted: CommittedHandler = (org, rows) => {
     const last = rows[rows.length - 1];
     if (last === undefined) return undefined;
-    this.seen.set(org, last.seq);
-    if (!this.webhooks.hasActive(org)) return undefined;
+    if (!this.webhooks.hasActive(org)) {
+      this.writer.made(org, last.seq, []);
+      return undefined;
+    }
     const made: DeliveryRecord[] = [];
     for (const row of rows) {
       const event = webhookEventOf(row);
@@ -99,29 +114,13 @@ export class DeliveryActor {
       const data = this.dataOf(row, event);
       for (const webhook of subscribers) made.push(this.delivery(webhook, event, row, data));
     }
-    if (made.length === 0) return undefined;
-    const cursor = new Map([[org, last.seq]]);
-    const before = rows[0]!.seq - 1;
-    return this.write(
-      made,
-      cursor,
-      () => {
-        this.saved.set(org, last.seq);
-        for (const d of made) this.enqueue(d);
-        this.pump();
-      },
-      () => this.floor.set(org, Math.min(this.floor.get(org) ?? before, before)),
-    );
+    this.writer.made(org, last.seq, made);
+    return made.length === 0 ? undefined : this.writer.flush();
   };
 
-  /** Saves the cursor of every org that moved (with checkpoints and on stop). */
+  /** Saves the cursor of every org that moved, and anything still held (with checkpoints and on stop). */
   saveCursors(): Promise<void> {
-    const held = [...this.seen].map(([org, seq]): [string, number] => [org, Math.min(seq, this.floor.get(org) ?? seq)]);
-    const moved = new Map(held.filter(([org, seq]) => (this.saved.get(org) ?? 0) < seq));
-    if (moved.size === 0) return this.writes;
-    return this.write([], moved, () => {
-      for (const [org, seq] of moved) this.saved.set(org, seq);
-    });
+    return this.writer.flush(true);
   }
 
   /** Cancels a deactivated webhook's queued deliveries. */
@@ -131,8 +130,11 @@ export class DeliveryActor {
       if (d.org !== webhook.org || d.webhook_id !== webhook.id) continue;
       cancelled.push({ ...d, status: 'cancelled', last_error: d.last_error ?? 'webhook deactivated' });
     }
-    for (const d of cancelled) this.queued.delete(d.id);
-    return cancelled.length === 0 ? this.writes : this.write(cancelled, undefined, () => {});
+    for (const d of cancelled) {
+      this.queued.delete(d.id);
+      this.writer.changedRecord(d);
+    }
+    return this.writer.flush();
   }
 
   /** Sends a signed ping now: not stored, not retried. */
@@ -156,6 +158,7 @@ export class DeliveryActor {
     this.timer = null;
     await Promise.all(this.attempts);
     await this.saveCursors();
+    this.writer.stop();
   }
 
   private delivery(webhook: WebhookRecord, event: WebhookEvent, row: LedgerRow, data: Record<string, unknown>): DeliveryRecord {
@@ -176,6 +179,7 @@ export class DeliveryActor {
       created_at: now,
       delivered_at: null,
       ledger_seq: row.seq,
+      ledger_recorded_at: row.recordedAt,
     };
   }
 
@@ -198,20 +202,6 @@ export class DeliveryActor {
       data.held_gate = body.held_gate;
     }
     return data;
-  }
-
-  /**
-   * Writes in order; `then` runs once the write is durable. A failed write is logged and
-   * `failed` runs: the cursor stays behind the rows, so a start makes their deliveries again.
-   */
-  private write(deliveries: DeliveryRecord[], cursors: Map<string, number> | undefined, then: () => void, failed?: () => void): Promise<void> {
-    this.writes = this.writes
-      .then(() => this.store.putDeliveries(deliveries, cursors))
-      .then(then, (error: unknown) => {
-        failed?.();
-        this.options.log('error', 'webhook deliveries could not be written', { error: ensureError(error).message });
-      });
-    return this.writes;
   }
 
   private enqueue(d: DeliveryRecord): void {
@@ -282,10 +272,8 @@ export class DeliveryActor {
     if (next.status === 'queued' && this.webhooks.get(next.org, next.webhook_id)?.active !== true) {
       next = { ...next, status: 'cancelled' };
     }
-    const settled = next;
-    await this.write([settled], undefined, () => {
-      if (settled.status === 'queued') this.enqueue(settled);
-    });
+    this.writer.changedRecord(next);
+    await this.writer.flush();
   }
 
   private send(webhook: WebhookRecord, deliveryId: string, event: WebhookEvent, body: string): Promise<PostResult> {
@@ -327,43 +315,4 @@ function isDelivered(result: PostResult): boolean {
 
 function failureOf(result: PostResult): string {
   return result.error ?? `receiver answered ${String(result.status)}`;
-}
-
-/** A min-heap of (time, delivery id). */
-class DueQueue {
-  private readonly heap: { at: number; id: number }[] = [];
-
-  push(at: number, id: number): void {
-    const h = this.heap;
-    h.push({ at, id });
-    let i = h.length - 1;
-    while (i > 0) {
-      const parent = (i - 1) >> 1;
-      if (h[parent]!.at <= h[i]!.at) break;
-      [h[parent], h[i]] = [h[i]!, h[parent]!];
-      i = parent;
-    }
-  }
-
-  peek(): { at: number; id: number } | undefined {
-    return this.heap[0];
-  }
-
-  pop(): void {
-    const h = this.heap;
-    const last = h.pop();
-    if (last === undefined || h.length === 0) return;
-    h[0] = last;
-    let i = 0;
-    for (;;) {
-      const l = 2 * i + 1;
-      const r = l + 1;
-      let m = i;
-      if (l < h.length && h[l]!.at < h[m]!.at) m = l;
-      if (r < h.length && h[r]!.at < h[m]!.at) m = r;
-      if (m === i) return;
-      [h[m], h[i]] = [h[i]!, h[m]!];
-      i = m;
-    }
-  }
 }

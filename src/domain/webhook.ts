@@ -97,13 +97,21 @@ export function signatureHeader(secret: string, t: number, body: string): string
   return `t=${t},v1=${signature(secret, t, body)}`;
 }
 
+/** Attempts per delivery, as JetStream's max deliver on the deliveries consumer: dead at the sixth failure. */
+export const MAX_ATTEMPTS = 6;
+
 /**
- * Seconds to wait after the `failures`-th failed attempt (1-based), or null when that failure is the last one allowed (dead):
- * with schedule [60,300,1800,7200,43200], failures 1..5 give 60..43200 and failure 6 gives null.
+ * Seconds to wait after the `failures`-th failed attempt (1-based), or null when that failure is the
+ * last one allowed (dead). JetStream consumer-backoff semantics, so both modes retry alike: failure k
+ * waits schedule[min(k, length) - 1], so a short schedule repeats its last entry and entries past the
+ * fifth are never used; the sixth failure is dead whatever the schedule's length.
+ * With [60,300,1800,7200,43200], failures 1..5 give 60..43200; with [1], 1 five times.
  */
 export function retryDelay(schedule: readonly number[], failures: number): number | null {
   if (!Number.isInteger(failures) || failures < 1) {
     throw new RangeError(`webhook: failures must be a positive integer, got ${failures}`);
   }
-  return schedule[failures - 1] ?? null;
+  if (schedule.length === 0) throw new RangeError('webhook: the retry schedule is empty');
+  if (failures >= MAX_ATTEMPTS) return null;
+  return schedule[Math.min(failures, schedule.length) - 1]!;
 }

@@ -1,12 +1,23 @@
+import { randomUUID } from 'node:crypto';
 import { promises as dns } from 'node:dns';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { DeliveryActor } from '../../src/actors/delivery-actor.js';
+import { OrgActors } from '../../src/actors/org-actors.js';
+import { WebhookRegistry } from '../../src/actors/webhook-registry.js';
+import { MemoryBus } from '../../src/bus/memory.js';
 import { verifyWebhook } from '../../src/client/index.js';
+import { POLICY_V1, policyDigest } from '../../src/domain/policy.js';
 import type { Lookup } from '../../src/net/receiver-address.js';
+import { LmdbStore } from '../../src/store/lmdb.js';
+import type { DeliveryRecord, WebhookStore } from '../../src/store/webhook-store.js';
 import { quietFor, startReceiver, waitFor, type Receiver, type Received, type Reply } from '../support/receiver.js';
 import { call, parseLines, removeDir, runCli, spawnServer, startServer, tempDir, type TestServer } from '../support/server.js';
 
-/** Receivers here are on loopback; retries 0.2 s apart, so a dead delivery takes about a second. */
-const FAST = { VIGIL_WEBHOOK_ALLOW_PRIVATE: '1', VIGIL_WEBHOOK_RETRY_SCHEDULE: '0.2,0.2,0.2,0.2,0.2' };
+/**
+ * Receivers here are on loopback; retries 0.2 s apart (one entry, repeated for every retry), so a
+ * dead delivery takes about a second.
+ */
+const FAST = { VIGIL_WEBHOOK_ALLOW_PRIVATE: '1', VIGIL_WEBHOOK_RETRY_SCHEDULE: '0.2' };
 /** Retries a second apart: room to act between two attempts. */
 const SLOW = { VIGIL_WEBHOOK_ALLOW_PRIVATE: '1', VIGIL_WEBHOOK_RETRY_SCHEDULE: '1,1,1,1,1' };
 const GATES = ['gate.hold', 'gate.alert', 'gate.collapse'];
@@ -369,7 +380,7 @@ describe('deliveries', () => {
 });
 
 describe('retries', () => {
-  it('retries a failing receiver on the schedule and gives up after six attempts (dead)', async () => {
+  it('retries a failing receiver on a one-entry schedule until dead: exactly six attempts, one delivery id', async () => {
     const r = await receiver(() => 500);
     const webhook = await createWebhook({ url: r.url(), events: GATES });
     const agent = await newAgent();
@@ -411,9 +422,9 @@ describe('retries', () => {
       const [dead] = await waitFor(async () => {
         const list = await deliveries(webhook.id, '', timed.url);
         return list[0]?.status === 'dead' ? list : null;
-      }, 5_000, 'the delivery to die');
-      expect(dead).toMatchObject({ attempts: 2, last_status_code: null, last_error: 'timed out after 300 ms' });
-      expect(r.received).toHaveLength(2);
+      }, 10_000, 'the delivery to die');
+      expect(dead).toMatchObject({ attempts: 6, last_status_code: null, last_error: 'timed out after 300 ms' });
+      expect(r.received).toHaveLength(6);
     } finally {
       await timed.close();
       removeDir(timed.dataDir);
@@ -612,6 +623,176 @@ describe('restarts', () => {
       child.child.kill('SIGTERM');
       await child.exited;
       removeDir(dir);
+    }
+  });
+});
+
+/** The webhook store with chosen delivery writes refused before they reach LMDB, as a failing disk would. */
+function failingWrites(inner: LmdbStore, fails: (records: readonly DeliveryRecord[]) => boolean): WebhookStore {
+  return {
+    listAllWebhooks: () => inner.listAllWebhooks(),
+    putWebhook: (w) => inner.putWebhook(w),
+    putDeliveries: (records, cursors) =>
+      fails(records) ? Promise.reject(new Error('EIO: disk on fire')) : inner.putDeliveries(records, cursors),
+    listDeliveries: (org, id, limit) => inner.listDeliveries(org, id, limit),
+    queuedDeliveries: () => inner.queuedDeliveries(),
+    countDeliveries: (org, month) => inner.countDeliveries(org, month),
+    lastDeliveryId: () => inner.lastDeliveryId(),
+    deliveryCursors: () => inner.deliveryCursors(),
+  };
+}
+
+/**
+ * The embedded delivery path wired as runtime.ts wires it (real LMDB, MemoryBus, org writer, HTTP
+ * to a loopback receiver), except that the delivery actor writes through `failingWrites`.
+ */
+async function deliveryPath(dir: string, fails: (records: readonly DeliveryRecord[]) => boolean) {
+  const store = new LmdbStore(dir);
+  const bus = new MemoryBus(store);
+  const digest = policyDigest(POLICY_V1);
+  const actors = new OrgActors(bus, { policy: POLICY_V1, policyDigest: digest, now: Date.now, maxPending: 1_000 });
+  bus.serve(actors.handle);
+  actors.finishReplay();
+  const webhookStore = failingWrites(store, fails);
+  const webhooks = new WebhookRegistry(webhookStore, {
+    checkUrl: () => Promise.resolve(null),
+    ledgerLength: (org) => store.last(org)?.seq ?? 0,
+    maxActive: () => ({ plan: 'test', limit: null }),
+    now: Date.now,
+  });
+  const deliveryActor = new DeliveryActor(webhookStore, webhooks, {
+    schedule: [0.1],
+    allowPrivate: true,
+    timeoutMs: 2_000,
+    concurrency: 4,
+    policyDigest: digest,
+    now: Date.now,
+    newId: randomUUID,
+    log: () => {},
+    storeRetry: { firstMs: 50, maxMs: 200 },
+  });
+  await bus.subscribe(deliveryActor.onCommitted, { after: deliveryActor.cursors() });
+  deliveryActor.start();
+  const org = 'o';
+  return {
+    store,
+    webhooks,
+    deliveries: deliveryActor,
+    /** The stored cursor, read from LMDB (not the actor's memory). */
+    storedCursor: () => store.deliveryCursors().get(org) ?? 0,
+    stored: (webhookId: number) => store.listDeliveries(org, webhookId, 100),
+    register: (agent: string) =>
+      bus.request({ type: 'agent.register', org, agent: { agent_id: agent, name: agent, kind: 'production', observed: true } }),
+    /** A held event; resolves with its ledger seq once the writer answered ok (what a 200 stands for). */
+    ingestHeld: async (agent: string): Promise<number> => {
+      const reply = await bus.request({
+        type: 'event.ingest',
+        org,
+        event: { agent_id: agent, event_type: 'output_generated', payload: {}, dti: 0.99, source: 'self', actor: null },
+      });
+      expect(reply.ok).toBe(true);
+      return store.last(org)!.seq;
+    },
+    close: async () => {
+      await deliveryActor.close();
+      await bus.close();
+      await store.close();
+    },
+  };
+}
+
+describe('delivery writes that fail', () => {
+  const dirs: string[] = [];
+  afterAll(() => dirs.forEach(removeDir));
+  const newDir = (): string => {
+    const dir = tempDir();
+    dirs.push(dir);
+    return dir;
+  };
+
+  it('answers ok, keeps the cursor behind the unstored delivery even when a later write and a checkpoint run, then stores and sends it without a restart', async () => {
+    const r = await receiver();
+    let broken = true;
+    const path = await deliveryPath(newDir(), () => broken);
+    try {
+      const webhook = await path.webhooks.create('o', { url: r.url(), events: ['gate.hold', 'gate.alert'], format: 'json' });
+      await path.register('a');
+      const first = await path.ingestHeld('a');
+      const second = await path.ingestHeld('a');
+      await path.deliveries.saveCursors(); // a checkpoint while the writes fail
+      expect(path.storedCursor()).toBeLessThan(first);
+      expect(path.stored(webhook.id)).toEqual([]);
+      expect(r.received).toEqual([]);
+
+      broken = false; // the disk recovers: the held deliveries are rewritten by the actor itself
+      const sent = await waitFor(() => (r.received.length === 2 ? r.received : null), 5_000, 'both deliveries to be sent');
+      const stored = await waitFor(() => {
+        const list = path.stored(webhook.id);
+        return list.length === 2 && list.every((d) => d.status === 'delivered') ? list : null;
+      }, 5_000, 'both deliveries to be stored as delivered');
+      expect(stored.map((d) => d.ledger_seq).sort()).toEqual([first, second]);
+      expect(new Set(sent.map((q) => header(q, 'x-vigil-delivery')))).toEqual(new Set(stored.map((d) => d.envelope_id)));
+      expect(path.storedCursor()).toBe(second);
+    } finally {
+      await path.close();
+    }
+  });
+
+  it('makes the unstored deliveries after a restart, once each: the stored cursor never passed them', async () => {
+    const dir = newDir();
+    const r = await receiver();
+    // Only writes carrying the first event's delivery (the hold) fail: the second event's write
+    // must not carry the cursor past the first.
+    let path = await deliveryPath(dir, (records) => records.some((d) => d.event === 'gate.hold'));
+    let webhookId: number;
+    let seqs: number[];
+    try {
+      webhookId = (await path.webhooks.create('o', { url: r.url(), events: ['gate.hold', 'gate.alert'], format: 'json' })).id;
+      await path.register('a');
+      seqs = [await path.ingestHeld('a'), await path.ingestHeld('a')];
+    } finally {
+      await path.close(); // saves cursors on the way out; that write fails too
+    }
+    expect(r.received).toEqual([]);
+    const reopened = new LmdbStore(dir);
+    const cursor = reopened.deliveryCursors().get('o') ?? 0;
+    await reopened.close();
+    expect(cursor).toBeLessThan(seqs[0]!);
+
+    path = await deliveryPath(dir, () => false);
+    try {
+      const stored = await waitFor(() => {
+        const list = path.stored(webhookId);
+        return list.length === 2 && list.every((d) => d.status === 'delivered') ? list : null;
+      }, 5_000, 'both deliveries after the restart');
+      expect(stored.map((d) => d.ledger_seq).sort()).toEqual(seqs);
+      expect(r.received).toHaveLength(2);
+      expect(new Set(r.received.map((q) => header(q, 'x-vigil-delivery')))).toEqual(new Set(stored.map((d) => d.envelope_id)));
+      await path.deliveries.saveCursors();
+      expect(path.storedCursor()).toBe(seqs[1]);
+    } finally {
+      await path.close();
+    }
+  });
+
+  it('keeps a delivery scheduled when the write of a failed attempt fails: it is retried and delivered without a restart', async () => {
+    const r = await receiver((_req, n) => (n === 0 ? 500 : 200));
+    let refusals = 2;
+    const path = await deliveryPath(newDir(), (records) => records.some((d) => d.attempts === 1 && d.status === 'queued') && refusals-- > 0);
+    try {
+      const webhook = await path.webhooks.create('o', { url: r.url(), events: ['gate.hold'], format: 'json' });
+      await path.register('a');
+      await path.ingestHeld('a');
+      const [done] = await waitFor(() => {
+        const list = path.stored(webhook.id);
+        return list[0]?.status === 'delivered' ? list : null;
+      }, 5_000, 'the delivery to be retried and delivered');
+      expect(refusals).toBeLessThan(0); // both refused writes happened
+      expect(done).toMatchObject({ attempts: 2, last_status: 200 });
+      expect(r.received).toHaveLength(2);
+      expect(new Set(r.received.map((q) => header(q, 'x-vigil-delivery')))).toEqual(new Set([done!.envelope_id]));
+    } finally {
+      await path.close();
     }
   });
 });

@@ -5,6 +5,7 @@ import { WebhookVerificationError, verifyWebhook } from '../../src/client/index.
 import { loadConfig } from '../../src/config.js';
 import {
   type Envelope,
+  MAX_ATTEMPTS,
   WEBHOOK_FORMATS,
   formatBody,
   retryDelay,
@@ -137,12 +138,29 @@ describe('retryDelay', () => {
     ]);
   });
 
-  it('a short schedule [1,1] is dead at the third failure', () => {
-    expect([1, 2, 3].map((n) => retryDelay([1, 1], n))).toEqual([1, 1, null]);
+  it('repeats the last entry of a short schedule and is still dead at the sixth failure', () => {
+    const upTo7 = (schedule: number[]) => [1, 2, 3, 4, 5, 6, 7].map((n) => retryDelay(schedule, n));
+    expect(upTo7([1, 2])).toEqual([1, 2, 2, 2, 2, null, null]);
+    expect(upTo7([0.2])).toEqual([0.2, 0.2, 0.2, 0.2, 0.2, null, null]);
   });
 
-  it('rejects a failure count that is not a positive integer', () => {
+  it('never uses entries past the fifth', () => {
+    expect([5, 6].map((n) => retryDelay([1, 2, 3, 4, 5, 6, 7], n))).toEqual([5, null]);
+  });
+
+  it('allows at most MAX_ATTEMPTS (6) attempts for any schedule', () => {
+    fc.assert(
+      fc.property(fc.array(fc.integer({ min: 0, max: 604_800 }), { minLength: 1, maxLength: 20 }), (schedule) => {
+        let attempts = 1;
+        while (retryDelay(schedule, attempts) !== null) attempts++;
+        expect(attempts).toBe(MAX_ATTEMPTS);
+      }),
+    );
+  });
+
+  it('rejects a failure count that is not a positive integer, and an empty schedule', () => {
     for (const n of [0, -1, 1.5]) expect(() => retryDelay([60], n)).toThrow(RangeError);
+    expect(() => retryDelay([], 1)).toThrow(RangeError);
   });
 });
 
