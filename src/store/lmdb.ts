@@ -6,7 +6,7 @@ import type { AppendOptions, AppendOutcome, LedgerStore } from './ledger-store.j
 import { decodeRow, encodeRow } from './row-codec.js';
 import type { KeyRecord, OrgRecord, RegistryStore } from './registry-store.js';
 import type { Snapshot, SnapshotStore } from './snapshot-store.js';
-import type { DeliveryRecord, WebhookRecord, WebhookStore } from './webhook-store.js';
+import { deliveryMonth, isBilledDelivery, type DeliveryRecord, type WebhookRecord, type WebhookStore } from './webhook-store.js';
 
 export type Durability = 'sync' | 'process';
 
@@ -36,6 +36,13 @@ export class LmdbStore implements LedgerStore, RegistryStore, SnapshotStore, Web
   /** The keys of queued deliveries only, so a start finds them without reading every delivery. */
   private readonly deliveryQueue: Database<number, DeliveryKey>;
   private readonly deliveryCursorsDb: Database<number, string>;
+  /**
+   * Billed deliveries per [org, month]. Kept here, in the transaction that writes the deliveries,
+   * rather than in the usage meter: whether a delivery exists depends on which webhooks were active
+   * and subscribed when its record committed, and whether it is billed on whether it was cancelled
+   * before an attempt; neither is in the ledger, so a meter rebuilt from the ledger could not tell.
+   */
+  private readonly deliveryUsage: Database<number, [string, string]>;
 
   constructor(
     readonly dir: string,
@@ -62,7 +69,11 @@ export class LmdbStore implements LedgerStore, RegistryStore, SnapshotStore, Web
     this.deliveries = this.root.openDB<DeliveryRecord, DeliveryKey>({ name: 'deliveries' });
     this.deliveryQueue = this.root.openDB<number, DeliveryKey>({ name: 'delivery_queue' });
     this.deliveryCursorsDb = this.root.openDB<number, string>({ name: 'delivery_cursors' });
-    if (options.readOnly !== true) this.repairTails();
+    this.deliveryUsage = this.root.openDB<number, [string, string]>({ name: 'delivery_usage' });
+    if (options.readOnly !== true) {
+      this.repairTails();
+      this.seedDeliveryUsage();
+    }
   }
 
   /** A tail behind its ledger (a data dir written before tails existed) is moved up to it. */
@@ -71,6 +82,22 @@ export class LmdbStore implements LedgerStore, RegistryStore, SnapshotStore, Web
       const seq = this.last(org)?.seq ?? 0;
       if ((this.tails.get(org) ?? 0) < seq) this.tails.putSync(org, seq, seq);
     }
+  }
+
+  /**
+   * A data dir written before delivery_usage existed has deliveries and no counters: count them
+   * once. Every month with a delivery gets a key (0 included), so this never runs twice.
+   */
+  private seedDeliveryUsage(): void {
+    if (this.deliveryUsage.getKeysCount() > 0 || this.deliveries.getKeysCount() === 0) return;
+    const counts = new Map<string, number>();
+    for (const { value: d } of this.deliveries.getRange({})) {
+      const key = `${d.org}\u0000${deliveryMonth(d)}`;
+      counts.set(key, (counts.get(key) ?? 0) + Number(isBilledDelivery(d)));
+    }
+    this.root.transactionSync(() => {
+      for (const [key, n] of counts) this.deliveryUsage.putSync(key.split('\u0000') as [string, string], n);
+    });
   }
 
   async append(org: string, rows: readonly LedgerRow[], expectedLastSeq: number, options?: AppendOptions): Promise<AppendOutcome> {
@@ -210,6 +237,11 @@ export class LmdbStore implements LedgerStore, RegistryStore, SnapshotStore, Web
     await this.root.transaction(() => {
       for (const d of deliveries) {
         const key: DeliveryKey = [d.org, d.webhook_id, d.id];
+        // Read in the write transaction, so the counter moves exactly when billability does.
+        const before = this.deliveries.get(key);
+        const delta = Number(isBilledDelivery(d)) - (before === undefined ? 0 : Number(isBilledDelivery(before)));
+        const usage: [string, string] = [d.org, deliveryMonth(d)];
+        if (delta !== 0 || before === undefined) void this.deliveryUsage.put(usage, (this.deliveryUsage.get(usage) ?? 0) + delta);
         void this.deliveries.put(key, d);
         if (d.status === 'queued') void this.deliveryQueue.put(key, 1);
         else void this.deliveryQueue.remove(key);
@@ -234,11 +266,7 @@ export class LmdbStore implements LedgerStore, RegistryStore, SnapshotStore, Web
   }
 
   countDeliveries(org: string, month: string): number {
-    let n = 0;
-    for (const { value } of this.deliveries.getRange({ start: [org, 0, 0], end: [org, Infinity, Infinity] })) {
-      if (value.created_at.startsWith(month)) n++;
-    }
-    return n;
+    return this.deliveryUsage.get([org, month]) ?? 0;
   }
 
   lastDeliveryId(): number {

@@ -38,6 +38,23 @@ export interface DeliveryRecord {
   delivered_at: string | null;
   /** The ledger record that made it. */
   ledger_seq: number;
+  /** That record's recorded_at: the delivery is billed in its UTC month (absent on older rows). */
+  ledger_recorded_at?: string;
+}
+
+/**
+ * Billed when made for an active webhook: a delivery cancelled before any attempt (its webhook
+ * was deactivated while it waited) cost nothing, so it is not billed; one cancelled after an
+ * attempt was made and stays billed.
+ */
+export function isBilledDelivery(d: DeliveryRecord): boolean {
+  return d.status !== 'cancelled' || d.attempts > 0;
+}
+
+/** The UTC month (YYYY-MM) a delivery is billed in. */
+export function deliveryMonth(d: DeliveryRecord): string {
+  // Rows stored before ledger_recorded_at existed fall back to their creation time.
+  return (d.ledger_recorded_at ?? d.created_at).slice(0, 7);
 }
 
 /**
@@ -53,7 +70,10 @@ export interface WebhookStore {
   /** Newest first. */
   listDeliveries(org: string, webhookId: number, limit: number): DeliveryRecord[];
   queuedDeliveries(): DeliveryRecord[];
-  /** Deliveries made for the org in a UTC month (YYYY-MM of created_at), for the usage meter. */
+  /**
+   * Billed deliveries (isBilledDelivery) of the org in a UTC month (deliveryMonth), for statements.
+   * O(1): a counter kept in the transaction that writes the deliveries.
+   */
   countDeliveries(org: string, month: string): number;
   lastDeliveryId(): number;
   deliveryCursors(): Map<string, number>;

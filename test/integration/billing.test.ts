@@ -1,11 +1,9 @@
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { monthOf } from '../../src/domain/billing.js';
+import { startReceiver, waitFor } from '../support/receiver.js';
 import { call, removeDir, runCli, startServer, type TestServer } from '../support/server.js';
 
 let server: TestServer;
-const month = monthOf(Date.now());
 
 beforeAll(async () => {
   server = await startServer({ VIGIL_WEBHOOK_ALLOW_PRIVATE: '1' });
@@ -15,7 +13,8 @@ afterAll(async () => {
   removeDir(server.dataDir);
 });
 
-const statementOf = async (url: string, m = month) => (await call(url, 'GET', `/billing/statement?month=${m}`)).body;
+// The month is read where it is used, never once per file: a run may cross a UTC month boundary.
+const statementOf = async (url: string, m = monthOf(Date.now())) => (await call(url, 'GET', `/billing/statement?month=${m}`)).body;
 
 describe('billing', () => {
   it('starts on the free plan; the CLI sets a plan and billing e-mail that apply at once', async () => {
@@ -63,11 +62,10 @@ describe('billing', () => {
   });
 
   it('meters events, active agents, webhook deliveries and exports of the month, and keeps them over a restart', async () => {
-    const receiver = createServer((_req, res) => res.writeHead(204).end());
-    await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
+    const receiver = await startReceiver(() => 204);
     try {
-      const port = (receiver.address() as AddressInfo).port;
-      const hook = await call(server.url, 'POST', '/webhooks', { body: { url: `http://127.0.0.1:${port}/hook`, events: ['gate.hold', 'gate.alert', 'gate.collapse'] } });
+      const month = monthOf(Date.now());
+      const hook = await call(server.url, 'POST', '/webhooks', { body: { url: receiver.url(), events: ['gate.hold', 'gate.alert', 'gate.collapse'] } });
       expect(hook.status).toBe(200);
       for (const id of ['m1', 'm2', 'm3']) await call(server.url, 'POST', '/agents/', { body: { agent_id: id, name: id } });
       for (let i = 0; i < 4; i++) await call(server.url, 'POST', '/events/', { body: { agent_id: 'm1', event_type: 'output_generated', payload: {} } });
@@ -75,16 +73,19 @@ describe('billing', () => {
       const length = (await call(server.url, 'GET', '/audit/m1/verify')).body.length;
       expect((await call(server.url, 'POST', '/exports/bundle', { body: { since_seq: 0, until_seq: length } })).status).toBe(200);
 
-      const statement = await statementOf(server.url);
+      // Delivered, so the count below is final (a queued delivery could still be cancelled).
+      await waitFor(() => receiver.received.length === 1, 10_000, 'the held event\'s delivery');
+      const statement = await statementOf(server.url, month);
       expect(statement.usage).toEqual({ events: 5, agents_active: 2, webhook_deliveries: 1, exports: 1 });
       expect(statement).toMatchObject({ plan: 'team', plan_price: '49.00', overage: [], total: '49.00' });
 
       const dir = server.dataDir;
       await server.close();
       server = await startServer({ VIGIL_WEBHOOK_ALLOW_PRIVATE: '1' }, dir);
-      expect(await statementOf(server.url)).toEqual(statement);
+      // The upgrade address names the bound port, which a restart changes.
+      expect(await statementOf(server.url, month)).toEqual({ ...statement, upgrade: expect.stringMatching(/\/pricing$/) });
     } finally {
-      receiver.close();
+      await receiver.close();
     }
   });
 
@@ -114,5 +115,22 @@ describe('billing', () => {
     expect(Number(refused.headers.get('retry-after'))).toBeGreaterThan(0);
     expect((await call(server.url, 'GET', '/exports')).body.length).toBe(before);
     expect((await statementOf(server.url)).usage.exports).toBe(20);
+  });
+
+  it('bills overage on team through the real meter: exports past 100 at 1.00 each', async () => {
+    expect((await runCli(['orgs', 'set-plan', '--org', 'acme', '--plan', 'team'], { VIGIL_DATA_DIR: server.dataDir })).code).toBe(0);
+    const month = monthOf(Date.now());
+    const made = (await statementOf(server.url, month)).usage.exports;
+    // Team bills exports past 100 instead of refusing them: 3 over the limit.
+    for (let i = made; i < 103; i++) expect((await call(server.url, 'POST', '/exports/bundle', { body: { since_seq: 0, until_seq: 1 } })).status).toBe(200);
+    const statement = await statementOf(server.url, month);
+    expect(statement.usage.exports).toBe(103);
+    expect(statement).toMatchObject({
+      plan: 'team',
+      plan_price: '49.00',
+      overage: [{ item: 'exports', quantity: 3, unit: 'export', unit_price: '1.00', amount: '3.00' }],
+      total: '52.00',
+      currency: 'USD',
+    });
   });
 });

@@ -105,6 +105,33 @@ describe('export bundles', () => {
     expect((await runCli(['verify', dir], {})).code).toBe(0);
   });
 
+  it('answers JSON when Accept refuses gzip (q=0) or ranks it below JSON', async () => {
+    for (const accept of ['application/gzip;q=0', 'application/gzip; q=0.0, application/json', 'application/json, application/gzip;q=0.5', '*/*']) {
+      const res = await fetch(`${server.url}/exports/bundle`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${ADMIN_KEY}`, 'content-type': 'application/json', accept },
+        body: JSON.stringify({ since_seq: 0, until_seq: 2 }),
+      });
+      expect(res.status, accept).toBe(200);
+      expect(res.headers.get('content-type'), accept).toMatch(/^application\/json/);
+      expect(((await res.json()) as any).manifest, accept).toMatchObject({ since_seq: 0, until_seq: 2 });
+    }
+  });
+
+  it('lists past exports newest first', async () => {
+    const made: number[] = [];
+    for (const until_seq of [3, 4, 5]) {
+      const res = await call(server.url, 'POST', '/exports/bundle', { body: { since_seq: 0, until_seq } });
+      expect(res.status).toBe(200);
+      made.push(res.body.export.seq);
+    }
+    const list = (await call(server.url, 'GET', '/exports')).body as { seq: number; until_seq: number }[];
+    expect(list.length).toBeGreaterThanOrEqual(5);
+    const seqs = list.map((e) => e.seq);
+    expect(seqs).toEqual([...seqs].sort((a, b) => b - a));
+    expect(list.slice(0, 3).map((e) => [e.seq, e.until_seq])).toEqual([[made[2], 5], [made[1], 4], [made[0], 3]]);
+  });
+
   it('refuses a bad window or unknown agents with 400, writing nothing', async () => {
     const before = (await call(server.url, 'GET', '/exports')).body.length;
     const cases: [unknown, string][] = [

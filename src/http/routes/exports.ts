@@ -1,7 +1,9 @@
 import { buildOrgBundle } from '../../bundle/build.js';
 import { writeTarGzAsync } from '../../bundle/tar.js';
+import { blockingLimit, monthOf, nextMonthStart } from '../../domain/billing.js';
 import { exportBundleBody } from '../../domain/schemas.js';
 import { VigilError } from '../../errors.js';
+import { prefersGzip } from '../accept.js';
 import { unwrap, type AppDeps } from '../deps.js';
 import type { Route } from '../router.js';
 import { validate } from '../validate.js';
@@ -35,6 +37,7 @@ export function exportRoutes(deps: AppDeps): Route[] {
           throw new VigilError('validation_failed', 'invalid body: agents', unknown.map(({ id, i }) => ({ path: `agents.${i}`, message: `agent ${id} not found` })));
         }
         const now = deps.now();
+        refuseOverQuota(deps, org, now);
         const bundle = buildOrgBundle(deps.ledger, deps.directory, { org, since_seq: req.since_seq, until_seq: req.until_seq, agents: req.agents }, new Date(now).toISOString());
         const recorded = unwrap(
           await deps.bus.request({
@@ -43,7 +46,7 @@ export function exportRoutes(deps: AppDeps): Route[] {
             export: { manifest_sha256: bundle.manifestSha256, since_seq: req.since_seq, until_seq: req.until_seq, files: bundle.files.map((f) => f.name), agents: req.agents },
           }),
         );
-        if ((headers.accept ?? '').includes('application/gzip')) {
+        if (prefersGzip(headers.accept)) {
           return {
             bytes: await writeTarGzAsync(bundle.files, Math.floor(now / 1000)),
             contentType: 'application/gzip',
@@ -58,4 +61,21 @@ export function exportRoutes(deps: AppDeps): Route[] {
       },
     },
   ];
+}
+
+/**
+ * A cheap early refusal, so an org past its monthly export quota cannot make the server build a
+ * bundle first. The meter may trail the writer by a batch; the writer's check stays the one that
+ * holds under concurrent requests.
+ */
+function refuseOverQuota(deps: AppDeps, org: string, now: number): void {
+  const plan = deps.registry.planOf(org);
+  const limit = blockingLimit(plan, 'exports_per_month');
+  if (limit === null || deps.meter.usage(org, monthOf(now)).exports < limit) return;
+  throw new VigilError(
+    'quota_exceeded',
+    `the ${plan.name} plan allows ${limit} export bundles a month and this month's are used; upgrade the plan or wait for the next month (UTC)`,
+    undefined,
+    { retryAfterSeconds: Math.ceil((nextMonthStart(now) - now) / 1000) },
+  );
 }
