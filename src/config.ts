@@ -45,8 +45,11 @@ export interface Config {
   port: number;
   host: string;
   dataDir: string;
+  /** `http://{host}:{port}` with VIGIL_BASE_URL unset; the runtime hands on withBoundPort's copy, so no URL says port 0. */
   baseUrl: string;
   appUrl: string;
+  /** VIGIL_BASE_URL and VIGIL_APP_URL as set; an unset one follows the port actually bound. */
+  urls: { base: string | undefined; app: string | undefined };
   natsUrl: string | undefined;
   demo: boolean;
   /** Demo mode's OpenAI-compatible provider (VIGIL_LLM_*), read only in demo mode; null: the built-in generator. */
@@ -79,13 +82,15 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if ((e.VIGIL_BOOTSTRAP_ORG === undefined) !== (e.VIGIL_BOOTSTRAP_KEY === undefined)) {
     throw new ConfigError('invalid configuration: VIGIL_BOOTSTRAP_ORG and VIGIL_BOOTSTRAP_KEY go together');
   }
-  const baseUrl = (e.VIGIL_BASE_URL ?? `http://${e.VIGIL_HOST}:${e.VIGIL_PORT}`).replace(/\/+$/, '');
+  const urls = { base: e.VIGIL_BASE_URL?.replace(/\/+$/, ''), app: e.VIGIL_APP_URL?.replace(/\/+$/, '') };
+  const baseUrl = urls.base ?? localUrl(e.VIGIL_HOST, e.VIGIL_PORT);
   return {
     port: e.VIGIL_PORT,
     host: e.VIGIL_HOST,
     dataDir: e.VIGIL_DATA_DIR,
     baseUrl,
-    appUrl: (e.VIGIL_APP_URL ?? baseUrl).replace(/\/+$/, ''),
+    appUrl: urls.app ?? baseUrl,
+    urls,
     natsUrl: e.VIGIL_NATS_URL,
     demo: e.VIGIL_DEMO,
     llm: e.VIGIL_DEMO ? demoConfig(env).llm : null,
@@ -101,4 +106,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
         ? { org: e.VIGIL_BOOTSTRAP_ORG, key: e.VIGIL_BOOTSTRAP_KEY }
         : undefined,
   };
+}
+
+/** The config once the server listens on `port`: with VIGIL_PORT=0, unset URLs name the real port, not 0. */
+export function withBoundPort(config: Config, port: number): Config {
+  const baseUrl = config.urls.base ?? localUrl(config.host, port);
+  return { ...config, port, baseUrl, appUrl: config.urls.app ?? baseUrl };
+}
+
+function localUrl(host: string, port: number): string {
+  return `http://${host}:${port}`;
 }

@@ -12,7 +12,7 @@ import type { Bus } from './bus/bus.js';
 import { blockingLimit, nextMonthStart } from './domain/billing.js';
 import type { LedgerRow } from './domain/ledger.js';
 import { MemoryBus } from './bus/memory.js';
-import type { Config } from './config.js';
+import { withBoundPort, type Config } from './config.js';
 import { OpenAiCompatibleModel } from './demo/openai-model.js';
 import { Studio } from './demo/studio.js';
 import { LmdbStudioAgentStore } from './demo/studio-store.js';
@@ -165,37 +165,42 @@ export async function startRuntime(config: Config, log: Log = jsonLog, options: 
   const timer = setInterval(() => void checkpoint(false), config.checkpointSeconds * 1000);
   timer.unref();
 
-  const publicRecords = new PublicRecords(directory, config.appUrl, digest);
-  const studio = config.demo
-    ? await Studio.start({
-        bus,
-        directory,
-        store: new LmdbStudioAgentStore(store),
-        model: config.llm === null ? new TemplateModel() : new OpenAiCompatibleModel(config.llm),
-        baseUrl: config.baseUrl,
-        seedOrgs: store.listOrgs().map((org) => org.slug),
-        now,
-        log,
-      })
-    : null;
-  const http = await startHttpServer({
-    config,
-    mode: 'embedded',
-    bus,
-    registry,
-    ledger: store,
-    directory,
-    publicRecords,
-    reviews,
-    webhooks,
-    webhookStore: store,
-    deliveries,
-    meter,
-    exportLog,
-    studio,
-    scoringKeys: new LmdbScoringKeyStore(store),
-    now,
-    verifyChain: (org, length, agentId, watchHead) => verifyChain(store, org, length, agentId, watchHead),
+  let studio: Studio | null = null;
+  // Listening first gives the port actually bound: URLs built from it (public records, deploy
+  // endpoints, pages) name that port even when VIGIL_PORT is 0.
+  const http = await startHttpServer(config.host, config.port, async (port) => {
+    const served = withBoundPort(config, port);
+    studio = served.demo
+      ? await Studio.start({
+          bus,
+          directory,
+          store: new LmdbStudioAgentStore(store),
+          model: served.llm === null ? new TemplateModel() : new OpenAiCompatibleModel(served.llm),
+          baseUrl: served.baseUrl,
+          seedOrgs: store.listOrgs().map((org) => org.slug),
+          now,
+          log,
+        })
+      : null;
+    return {
+      config: served,
+      mode: 'embedded',
+      bus,
+      registry,
+      ledger: store,
+      directory,
+      publicRecords: new PublicRecords(directory, served.appUrl, digest),
+      reviews,
+      webhooks,
+      webhookStore: store,
+      deliveries,
+      meter,
+      exportLog,
+      studio,
+      scoringKeys: new LmdbScoringKeyStore(store),
+      now,
+      verifyChain: (org, length, agentId, watchHead) => verifyChain(store, org, length, agentId, watchHead),
+    };
   });
   log('info', 'listening', { port: http.port, host: config.host, mode: 'embedded', data_dir: config.dataDir, durability: config.durability });
   return {

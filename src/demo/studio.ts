@@ -9,7 +9,7 @@ import type { LanguageModel, SuggestInput, Suggestion } from './language-model.j
 import { matchAction } from './match-action.js';
 import type { CreateStudioAgent } from './schemas.js';
 import { seedAgent } from './seeds.js';
-import { seedAgentId, studioAgentId, StudioDomain, transition, type StudioAgent, type StudioStatus } from './studio-agent.js';
+import { chatEndpoint, seedAgentId, studioAgentId, StudioDomain, transition, type StudioAgent, type StudioStatus } from './studio-agent.js';
 import type { StudioAgentStore } from './studio-store.js';
 import { TemplateModel } from './template-model.js';
 
@@ -17,6 +17,8 @@ export type { ChatInput, ChatResult, DemoLog, Generated };
 export { FORBIDDEN_REQUEST_DTI } from './chat.js';
 
 export type Outcome<T> = { ok: true; value: T } | Refusal;
+
+const SEED_RETRY_MS = 60_000;
 
 export interface StudioOptions {
   bus: Pick<Bus, 'request'>;
@@ -62,8 +64,10 @@ export interface ChatInfo {
 export class Studio {
   private readonly models: FallbackModel;
   private readonly queues = new Map<string, Promise<unknown>>();
-  /** Orgs whose seed agents exist (or are being created). */
+  /** Orgs whose seed agents exist (or are being created, or were left out by a plan limit). */
   private readonly seeded = new Map<string, Promise<void>>();
+  /** Orgs whose seeding stopped at a plan limit: when to try again (epoch ms). */
+  private readonly limited = new Map<string, number>();
   private readonly newSuffix: () => string;
 
   private constructor(private readonly o: StudioOptions) {
@@ -86,7 +90,7 @@ export class Studio {
 
   async list(org: string): Promise<StudioAgent[]> {
     await this.ensureSeeded(org);
-    return this.o.store.list(org);
+    return this.o.store.list(org).map((a) => this.current(a));
   }
 
   async get(org: string, agentId: string): Promise<Outcome<StudioAgent>> {
@@ -206,7 +210,12 @@ export class Studio {
 
   private find(org: string, agentId: string): Outcome<StudioAgent> {
     const agent = this.o.store.get(org, agentId);
-    return agent === undefined ? { ok: false, code: 'not_found', message: `studio agent ${agentId} not found` } : { ok: true, value: agent };
+    return agent === undefined ? { ok: false, code: 'not_found', message: `studio agent ${agentId} not found` } : { ok: true, value: this.current(agent) };
+  }
+
+  /** The endpoint follows the service's address: one stored under an earlier one (another port) is stale. */
+  private current(agent: StudioAgent): StudioAgent {
+    return agent.deploy_endpoint === null ? agent : { ...agent, deploy_endpoint: chatEndpoint(this.o.baseUrl, agent.agent_id) };
   }
 
   /** Registers the ledger agent, then stores the studio agent with the next id (caller holds the org). */
@@ -226,20 +235,37 @@ export class Studio {
     return this.o.store.list(org).reduce((max, a) => Math.max(max, a.id), 0) + 1;
   }
 
-  /** Creates the org's missing seed agents, once per org and process (again after a failure). */
+  /**
+   * Creates the org's missing seed agents, once per org and process. A failure is retried on the
+   * next request; a plan limit (which retrying will not lift before the plan changes or an agent
+   * is retired) leaves the seeds that fit, is logged once and retried at most once a minute.
+   */
   private ensureSeeded(org: string): Promise<void> {
     let seeding = this.seeded.get(org);
-    if (seeding === undefined) {
-      seeding = this.exclusive(org, () => this.seed(org)).catch((thrown: unknown) => {
+    const retryAt = this.limited.get(org);
+    if (seeding !== undefined && (retryAt === undefined || this.o.now() < retryAt)) return seeding;
+    // Pushed back now, so that concurrent requests share this retry.
+    if (retryAt !== undefined) this.limited.set(org, this.o.now() + SEED_RETRY_MS);
+    seeding = this.exclusive(org, () => this.seed(org)).then(
+      (limit) => {
+        if (limit !== null && !this.limited.has(org)) {
+          this.o.log('warn', 'demo: the plan limit leaves some seed agents out; retried at most once a minute', { org, error: limit.message });
+        }
+        if (limit === null) this.limited.delete(org);
+        else this.limited.set(org, this.o.now() + SEED_RETRY_MS);
+      },
+      (thrown: unknown) => {
         this.seeded.delete(org);
         this.o.log('warn', 'demo: seeding studio agents failed; retried on the next request', { org, error: ensureError(thrown).message });
-      });
-      this.seeded.set(org, seeding);
-    }
+      },
+    );
+    this.seeded.set(org, seeding);
     return seeding;
   }
 
-  private async seed(org: string): Promise<void> {
+  /** Registers the missing seed agents; the plan-limit refusal that left some out, or null. */
+  private async seed(org: string): Promise<Refusal | null> {
+    let limit: Refusal | null = null;
     for (const domain of StudioDomain) {
       const agentId = seedAgentId(domain);
       if (this.o.store.get(org, agentId) !== undefined) continue;
@@ -247,6 +273,10 @@ export class Studio {
       const seedFields = seedAgent(domain, at, this.o.baseUrl);
       const created = await this.register(org, seedFields);
       if (created.ok) continue;
+      if (created.code === 'plan_limit') {
+        limit ??= created;
+        continue;
+      }
       if (created.code !== 'conflict') throw new Error(`seed agent ${agentId}: ${created.message}`);
       // The ledger agent exists (a crash between its registration and the studio write, or an
       // agent registered by hand under that id): adopt it, retired if the ledger says so.
@@ -254,6 +284,7 @@ export class Studio {
       const status: StudioStatus = ledger?.is_active === false ? 'retired' : 'deployed';
       await this.o.store.put(org, { ...seedFields, status, id: this.nextId(org), created_at: ledger?.created_at ?? at });
     }
+    return limit;
   }
 
   private exclusive<T>(org: string, work: () => Promise<T>): Promise<T> {

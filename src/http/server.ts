@@ -21,9 +21,43 @@ export interface HttpServer {
   close(): void;
 }
 
-/** The uWebSockets.js front end: mounts every route group and listens. */
-export function startHttpServer(deps: AppDeps): Promise<HttpServer> {
+/**
+ * The uWebSockets.js front end. It listens first and mounts the routes once `makeDeps` resolves for
+ * the port actually bound, so that with port 0 the URLs in the deps name the real port. Until then
+ * every request answers 503 `unavailable` with Retry-After (starting); if `makeDeps` throws, the
+ * listener is closed.
+ */
+export async function startHttpServer(host: string, port: number, makeDeps: (port: number) => Promise<AppDeps>): Promise<HttpServer> {
   const app = uws.App();
+  let ready = false;
+  // uWebSockets.js matches the most specific route whatever the order of registration, so this
+  // catch-all only sees what no route mounted later takes.
+  app.any('/*', (res, req) => {
+    const exchange = { res, aborted: false };
+    res.onAborted(() => {
+      exchange.aborted = true;
+    });
+    const error = ready
+      ? new VigilError('not_found', `no route for ${req.getMethod().toUpperCase()} ${req.getUrl()}`)
+      : new VigilError('unavailable', 'the service is starting', undefined, { retryAfterSeconds: 1 });
+    sendError(exchange, error);
+  });
+  const socket = await new Promise<uws.us_listen_socket>((resolve, reject) => {
+    app.listen(host, port, (s) => (s === false ? reject(new Error(`cannot listen on ${host}:${port}`)) : resolve(s)));
+  });
+  const bound = uws.us_socket_local_port(socket);
+  const close = (): void => uws.us_listen_socket_close(socket);
+  try {
+    mountAll(app, await makeDeps(bound));
+    ready = true;
+  } catch (error) {
+    close();
+    throw error;
+  }
+  return { port: bound, close };
+}
+
+function mountAll(app: uws.TemplatedApp, deps: AppDeps): void {
   const keyLimiter =
     deps.config.keyRateLimitPerSecond > 0 ? new RateLimiter(deps.config.keyRateLimitPerSecond, 1000) : null;
   const gate = publicGate(deps);
@@ -39,24 +73,8 @@ export function startHttpServer(deps: AppDeps): Promise<HttpServer> {
     ...publicRoutes(deps, deps.publicRecords, gate),
     ...pageRoutes(deps, deps.publicRecords, gate),
     ...recordScoringRoutes({ store: deps.scoringKeys, now: deps.now }),
-    // Demo routes exist only in demo mode: otherwise their paths fall through to the 404 below.
+    // Demo routes exist only in demo mode: otherwise their paths fall through to the 404.
     ...(deps.studio === null ? [] : demoRoutes({ studio: deps.studio })),
   ];
   for (const route of routes) mount(app, route, { registry: deps.registry, keyLimiter, now: deps.now });
-  app.any('/*', (res, req) => {
-    const exchange = { res, aborted: false };
-    res.onAborted(() => {
-      exchange.aborted = true;
-    });
-    sendError(exchange, new VigilError('not_found', `no route for ${req.getMethod().toUpperCase()} ${req.getUrl()}`));
-  });
-  return new Promise((resolve, reject) => {
-    app.listen(deps.config.host, deps.config.port, (socket) => {
-      if (socket === false) {
-        reject(new Error(`cannot listen on ${deps.config.host}:${deps.config.port}`));
-        return;
-      }
-      resolve({ port: uws.us_socket_local_port(socket), close: () => uws.us_listen_socket_close(socket) });
-    });
-  });
 }

@@ -33,10 +33,12 @@ describe('start-up checkpoints', () => {
       cpSync(dir, copy, { recursive: true });
       await dropSnapshots(copy);
 
+      // One base URL for both: the records' verify_url would otherwise name each server's own port.
+      const base = { VIGIL_BASE_URL: 'http://vigil.test' };
       const fromCheckpoint: Logs = [];
-      const a = await startServer({}, dir, fromCheckpoint);
+      const a = await startServer(base, dir, fromCheckpoint);
       const fromLedger: Logs = [];
-      const b = await startServer({}, copy, fromLedger);
+      const b = await startServer(base, copy, fromLedger);
       try {
         expect(checkpointsUsed(fromCheckpoint)).toBe(5); // the org's writer and its projections: directory, review queue, meter, exports
         expect(checkpointsUsed(fromLedger)).toBe(0);

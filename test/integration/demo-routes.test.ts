@@ -74,7 +74,8 @@ describe('studio: agents', () => {
     for (const a of seeds) {
       expect(Object.keys(a).sort()).toEqual(STUDIO_FIELDS);
       expect(a.status).toBe('deployed');
-      expect(a.deploy_endpoint).toMatch(new RegExp(`^http://.+/chat/${a.agent_id}$`));
+      // The server listens on port 0: the endpoint must name the port actually bound.
+      expect(a.deploy_endpoint).toBe(`${server.url}/chat/${a.agent_id}`);
       expect(a.created_at).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
     }
   });
@@ -136,6 +137,15 @@ describe('studio: agents', () => {
   });
 });
 
+describe('service URLs on port 0', () => {
+  it('name the port actually bound when VIGIL_BASE_URL and VIGIL_APP_URL are unset', async () => {
+    expect(server.url).not.toMatch(/:0$/);
+    const plan = await call(server.url, 'GET', '/billing/plan');
+    expect(plan.status).toBe(200);
+    expect(plan.body.upgrade).toBe(`${server.url}/pricing`);
+  });
+});
+
 describe('studio: lifecycle', () => {
   it('deploys: status deployed, deployed_at and deploy_endpoint set', async () => {
     const created = await create(triage);
@@ -143,7 +153,7 @@ describe('studio: lifecycle', () => {
     expect(res.status).toBe(200);
     expect(res.body.status).toBe('deployed');
     expect(Date.parse(res.body.deployed_at)).toBeGreaterThan(0);
-    expect(res.body.deploy_endpoint).toMatch(new RegExp(`/chat/${created.body.agent_id}$`));
+    expect(res.body.deploy_endpoint).toBe(`${server.url}/chat/${created.body.agent_id}`);
     const again = await call(server.url, 'POST', `/studio/agents/${created.body.agent_id}/deploy`);
     expect(again.status).toBe(200);
     expect(again.body).toEqual(res.body);
@@ -163,7 +173,7 @@ describe('studio: lifecycle', () => {
     const deployed = await call(server.url, 'PATCH', `${path}?status=deployed`);
     expect(deployed.status).toBe(200);
     expect(deployed.body).toMatchObject({ agent_id: id, status: 'deployed' });
-    expect(deployed.body.deploy_endpoint).toMatch(/\/chat\//);
+    expect(deployed.body.deploy_endpoint).toBe(`${server.url}/chat/${id}`);
     const paused = await call(server.url, 'PATCH', `${path}?status=paused`);
     expect(paused.body.status).toBe('paused');
     expect((await call(server.url, 'PATCH', `${path}?status=draft`)).status).toBe(409);
@@ -316,7 +326,7 @@ describe('chat', () => {
       provider: 'builtin',
       model: null,
     });
-    expect(before.body.deploy_endpoint).toMatch(new RegExp(`/chat/${id}$`));
+    expect(before.body.deploy_endpoint).toBe(`${server.url}/chat/${id}`);
     expect('persona' in before.body).toBe(true);
     const chat = await call(server.url, 'POST', `/chat/${id}`, { body: { message: 'hello' } });
     const after = await call(server.url, 'GET', `/chat/${id}/info`);
@@ -363,7 +373,9 @@ describe('seeds survive a restart; the configured language model answers, or the
     await first.close();
     const second = await startDemo(env, first.dataDir, logs);
     try {
-      expect((await call(second.url, 'GET', '/studio/agents')).body).toEqual(seeds);
+      // Same seeds and ids; the endpoints follow the new server's port.
+      const rebased = seeds.map((a: { agent_id: string }) => ({ ...a, deploy_endpoint: `${second.url}/chat/${a.agent_id}` }));
+      expect((await call(second.url, 'GET', '/studio/agents')).body).toEqual(rebased);
       const info = await call(second.url, 'GET', '/chat/studio-wellness/info');
       expect(info.body).toMatchObject({ provider: 'openai-compatible', model: 'stub-1' });
 

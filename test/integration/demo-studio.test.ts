@@ -151,6 +151,46 @@ describe('Studio seeding', () => {
     refuse = false;
     expect((await studio.list('acme')).map((a) => a.agent_id)).toEqual(DOMAINS.map((d) => `studio-${d}`));
   });
+
+  it('seeds what a plan limit leaves room for, logs it once and retries at most once a minute', async () => {
+    let room = 2;
+    let attempts = 0;
+    const n = await node(dataDir(), (bus) => ({
+      ...bus,
+      serve: (h) => bus.serve(h),
+      request: (c) => {
+        if (c.type !== 'agent.register') return bus.request(c);
+        attempts++;
+        if (room <= 0) return Promise.resolve({ ok: false, code: 'plan_limit', message: 'the free plan allows 2 agents' } as never);
+        room--;
+        return bus.request(c);
+      },
+    }));
+    let now = Date.parse('2030-01-01T00:00:00Z');
+    const studio = await n.studio({ now: () => now });
+    const seeded = ['studio-clinical', 'studio-insurance'];
+    expect((await studio.list('acme')).map((a) => a.agent_id)).toEqual(seeded);
+    expect(attempts).toBe(5);
+    for (let i = 0; i < 3; i++) expect((await studio.list('acme')).map((a) => a.agent_id)).toEqual(seeded);
+    expect(attempts).toBe(5);
+    now += 30_000;
+    await studio.list('acme');
+    expect(attempts).toBe(5);
+    now += 31_000;
+    await Promise.all([studio.list('acme'), studio.list('acme')]);
+    expect(attempts).toBe(8);
+    expect(n.logs.filter((l) => l.msg.includes('plan limit'))).toEqual([
+      { msg: expect.stringContaining('retried at most once a minute'), fields: { org: 'acme', error: 'the free plan allows 2 agents' } },
+    ]);
+    expect(n.logs.some((l) => l.msg.includes('seeding studio agents failed'))).toBe(false);
+    room = 3;
+    now += 61_000;
+    expect((await studio.list('acme')).map((a) => a.agent_id)).toEqual(DOMAINS.map((d) => `studio-${d}`));
+    now += 61_000;
+    await studio.list('acme');
+    expect(attempts).toBe(11);
+    expect(n.logs).toHaveLength(1);
+  });
 });
 
 describe('Studio agents', () => {

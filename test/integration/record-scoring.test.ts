@@ -146,6 +146,30 @@ describe('POST /api/v1/score', () => {
     }
   });
 
+  it('refuses a __proto__ key anywhere in the body with 400 naming its path, uncounted', async () => {
+    // Raw text: JSON.stringify of an object literal would not send the key. zod would drop it, so
+    // a scored record would escape the PHI check and differ from the hashed body as sent.
+    const key = await issueKey();
+    const clean = JSON.stringify(cleanRecord());
+    const cases: [string, string][] = [
+      [clean.replace('"fields":{', '"fields":{"__proto__":{"patient_name":"Jane Roe"},'), 'fields.__proto__'],
+      [clean.replace('"hba1c":6.1', '"hba1c":{"__proto__":{"x":1}}'), 'fields.hba1c.__proto__'],
+      [clean.replace('{"name":"units"', '{"__proto__":null,"name":"units"'), 'checks.1.__proto__'],
+      [clean.replace('{"record_id"', '{"__proto__":{},"record_id"'), '__proto__'],
+    ];
+    for (const [raw, path] of cases) {
+      expect(raw).toContain('__proto__');
+      const res = await call(server.url, 'POST', '/api/v1/score', { key, raw });
+      expect(res.status, path).toBe(400);
+      expect(res.body.error.code).toBe('validation_failed');
+      expect(res.body.error.details).toEqual([{ path, message: expect.stringContaining('__proto__') }]);
+      expect(res.text).not.toContain('Jane Roe');
+    }
+    const ok = await score(key);
+    expect(ok.status).toBe(200);
+    expect(ok.headers.get('x-sandbox-remaining')).toBe('99');
+  });
+
   it('allows exactly 100 scorings: the 101st answers 429 without a sidecar or Retry-After', async () => {
     const key = await issueKey();
     for (let i = 1; i <= 100; i++) {

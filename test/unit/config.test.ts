@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig } from '../../src/config.js';
+import { ConfigError, loadConfig, withBoundPort } from '../../src/config.js';
 
 describe('loadConfig', () => {
   it('applies the documented defaults to an empty environment', () => {
@@ -62,6 +62,15 @@ describe('loadConfig', () => {
     expect(config.baseUrl).toBe('https://vigil.example.com');
     expect(config.appUrl).toBe('https://vigil.example.com');
     expect(loadConfig({ VIGIL_BASE_URL: 'https://a.example', VIGIL_APP_URL: 'https://b.example/' }).appUrl).toBe('https://b.example');
+  });
+
+  it('points unset URLs at the port actually bound, and leaves set ones alone', () => {
+    const derived = withBoundPort(loadConfig({ VIGIL_PORT: '0' }), 41234);
+    expect(derived).toMatchObject({ port: 41234, baseUrl: 'http://127.0.0.1:41234', appUrl: 'http://127.0.0.1:41234' });
+    const app = withBoundPort(loadConfig({ VIGIL_PORT: '0', VIGIL_APP_URL: 'https://app.example/' }), 41234);
+    expect(app).toMatchObject({ baseUrl: 'http://127.0.0.1:41234', appUrl: 'https://app.example' });
+    const both = withBoundPort(loadConfig({ VIGIL_PORT: '0', VIGIL_BASE_URL: 'https://api.example' }), 41234);
+    expect(both).toMatchObject({ baseUrl: 'https://api.example', appUrl: 'https://api.example' });
   });
 
   for (const port of ['abc', '70000', '-1', '80.5']) {

@@ -57,9 +57,10 @@ describe('studio status lifecycle', () => {
   it('explains a refusal: retirement is final', () => {
     const t = transition(agent('retired'), 'deployed', AT, BASE);
     expect(t.ok).toBe(false);
-    if (!t.ok) expect(t.message).toMatch(/retirement is final/);
+    expect(!t.ok && t.message).toMatch(/retirement is final/);
     const d = transition(agent('draft'), 'paused', AT, BASE);
-    if (!d.ok) expect(d.message).toMatch(/from draft it can go to deployed or retired/);
+    expect(d.ok).toBe(false);
+    expect(!d.ok && d.message).toMatch(/from draft it can go to deployed or retired/);
   });
 });
 

@@ -12,6 +12,10 @@ const record = (fields: Record<string, unknown>, extra: Record<string, unknown> 
 
 const BY_NAME: [string, PhiIdentifier][] = [
   ['name', 'name'], ['patient_name', 'name'], ['firstName', 'name'], ['last-name', 'name'], ['Surname', 'name'], ['emergency_contact_name', 'name'],
+  ['pt_name', 'name'], ['insured_name', 'name'], ['beneficiary_name', 'name'], ['customer_name', 'name'], ['user_name', 'name'], ['username', 'name'],
+  ['employee_name', 'name'], ['employer_name', 'name'], ['member_name', 'name'], ['subscriber_name', 'name'], ['guardian_name', 'name'],
+  ['next_of_kin_name', 'name'], ['mother_maiden_name', 'name'], ['motherMaidenName', 'name'], ['full_name', 'name'], ['given_name', 'name'],
+  ['family_name', 'name'], ['maiden_name', 'name'], ['cardholder_name', 'name'], ['spouse_name', 'name'], ['name_first', 'name'], ['patientFullName', 'name'],
   ['ssn', 'ssn'], ['SSN', 'ssn'], ['social_security_number', 'ssn'],
   ['mrn', 'mrn'], ['MRN', 'mrn'], ['medical_record_number', 'mrn'], ['patientId', 'mrn'],
   ['phone', 'phone'], ['phoneNumber', 'phone'], ['home_phone', 'phone'], ['mobile', 'phone'], ['telephone', 'phone'],
@@ -44,6 +48,34 @@ const BY_VALUE: [string, PhiIdentifier][] = [
   ['221B Baker Street', 'address'],
   ['1600 PENNSYLVANIA AVENUE', 'address'],
   ['PO Box 1234', 'address'],
+  ['DOB: 03/14/1962', 'birth_date'],
+  ['DOB 1962-03-14', 'birth_date'],
+  ['pt dob 3/14/62, seen today', 'birth_date'],
+  ['D.O.B. 14.03.1962', 'birth_date'],
+  ['date of birth 14 March 1962', 'birth_date'],
+  ['Date of Birth: March 14, 1962', 'birth_date'],
+  ['birthdate=1962-03-14', 'birth_date'],
+  ['born 03/14/1962', 'birth_date'],
+  ['born on Mar 14th, 1962 in Ohio', 'birth_date'],
+  ['SSN 123 45 6789', 'ssn'],
+  ['ssn: 123456789', 'ssn'],
+  ['social security number 123456789', 'ssn'],
+  ['Social Security #: 123-45 6789', 'ssn'],
+  ['SS# 123456789', 'ssn'],
+];
+
+/** Values that must pass: unlabelled ids and dates, a year of birth (Safe Harbor keeps years). */
+const NOT_PHI = [
+  '123456789',
+  'order 123456789',
+  'lot 123 45 6789',
+  'seen 03/14/1962',
+  'collected 14 March 2024',
+  'born in 1962',
+  'newborn screen 2024-05-01',
+  'ssn pending',
+  'DOB unknown',
+  'SSN123456789012',
 ];
 
 describe('findPhi', () => {
@@ -54,6 +86,63 @@ describe('findPhi', () => {
 
   it.each(BY_VALUE)('refuses the value %j as %s', (value, identifier) => {
     expect(findPhi(record({ note: value }))).toContainEqual({ path: 'fields.note', identifier, by: 'value' });
+  });
+
+  it.each(NOT_PHI)('passes the value %j', (value) => {
+    expect(findPhi(record({ note: value }))).toEqual([]);
+  });
+
+  it('reads a bare name as a person, except inside an object named for a thing', () => {
+    const found = findPhi(
+      record({
+        medication: { name: 'metformin', dose_mg: 500 },
+        medications: [{ name: 'insulin glargine' }],
+        lab_results: [{ name: 'HbA1c', value: 6.1 }],
+        diagnoses: [{ name: 'type 2 diabetes', code: 'E11.9' }],
+        allergies: [{ name: 'penicillin' }],
+        facility: { name: 'North Clinic' },
+        test_name: 'HbA1c',
+        drug_name: 'metformin',
+        lab_name: 'Central Lab',
+        facility_name: 'North Clinic',
+        patient_drug_name: 'metformin',
+        provider_name: 'Dr House',
+        file_name: 'labs.csv',
+        patient: { name: 'Jane Roe', id_hash: 'ab12' },
+        contacts: [{ name: 'John Roe', relation: 'brother' }],
+        visit: { name: 'Jane Roe' },
+        next_of_kin: 'John Roe',
+        guardian: { relationship: 'mother' },
+      }),
+    );
+    expect(found).toEqual([
+      { path: 'fields.patient.name', identifier: 'name', by: 'name' },
+      { path: 'fields.contacts.0.name', identifier: 'name', by: 'name' },
+      { path: 'fields.visit.name', identifier: 'name', by: 'name' },
+      { path: 'fields.next_of_kin', identifier: 'name', by: 'name' },
+    ]);
+    expect(nameIdentifier('name', 'medication')).toBeUndefined();
+    expect(nameIdentifier('name', 'labResults')).toBeUndefined();
+    expect(nameIdentifier('name', 'emergency_contact')).toBe('name');
+    expect(nameIdentifier('street_name')).toBe('address');
+  });
+
+  it('refuses person-name fields whatever text they hold, and passes thing names whatever they hold', () => {
+    const text = fc.string({ minLength: 1, maxLength: 20 }).filter((t) => t.trim() !== '');
+    const personKey = fc.constantFrom('name', 'pt_name', 'insured_name', 'member_name', 'fullName', 'guardian_name', 'next_of_kin');
+    const thingKey = fc.constantFrom('test_name', 'drug_name', 'lab_name', 'facility_name', 'brand_name', 'panel_name');
+    // Letters only: a digit could make a value rule (MRN 12) fire, which is not what this checks.
+    const word = fc.stringMatching(/^[A-Za-z][a-z]{0,11}(?: [A-Za-z]{1,8}){0,2}$/);
+    fc.assert(
+      fc.property(personKey, text, (key, value) => {
+        expect(findPhi(record({ [key]: value }))).toContainEqual({ path: `fields.${key}`, identifier: 'name', by: 'name' });
+      }),
+    );
+    fc.assert(
+      fc.property(thingKey, word, fc.constantFrom('medication', 'labs', 'procedures', 'diagnosis', 'codes'), (key, value, parent) => {
+        expect(findPhi(record({ [key]: value, [parent]: [{ name: value }] }))).toEqual([]);
+      }),
+    );
   });
 
   it('names the offending path anywhere in the record, nested fields and keys included', () => {
