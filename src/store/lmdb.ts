@@ -3,7 +3,7 @@ import { open, type Database, type Key, type RootDatabase } from 'lmdb';
 import * as orderedBinary from 'ordered-binary';
 import type { LedgerRow } from '../domain/ledger.js';
 import type { AppendOptions, AppendOutcome, LedgerStore } from './ledger-store.js';
-import { decodeRow, encodeRow } from './row-codec.js';
+import { decodeRow, encodeRow, type StoredRow } from './row-codec.js';
 import type { KeyRecord, OrgRecord, RegistryStore } from './registry-store.js';
 import type { Snapshot, SnapshotStore } from './snapshot-store.js';
 import { deliveryMonth, isBilledDelivery, type DeliveryRecord, type WebhookRecord, type WebhookStore } from './webhook-store.js';
@@ -24,6 +24,8 @@ export class LmdbStore implements LedgerStore, RegistryStore, SnapshotStore, Web
   private readonly root: RootDatabase;
   /** Rows in the binary layout of row-codec.ts. */
   private readonly ledger: Database<Buffer, LedgerKey>;
+  /** The same rows decoded straight from LMDB's read buffer (no copy of each value first). */
+  private readonly ledgerRows: Database<StoredRow, LedgerKey>;
   /** The same rows read for scanRaw: keys are not decoded and values are not copied. */
   private readonly ledgerScan: Database<null, LedgerKey>;
   private readonly orgsDb: Database<OrgRecord, string>;
@@ -60,6 +62,11 @@ export class LmdbStore implements LedgerStore, RegistryStore, SnapshotStore, Web
       cache: false,
       keyEncoder: { writeKey: orderedBinary.writeKey, readKey: () => null, enableNullTermination: orderedBinary.enableNullTermination },
       encoder: { encode: () => { throw new Error('the scan handle is read-only'); }, decode: scanValue },
+    } as never);
+    this.ledgerRows = this.root.openDB<StoredRow, LedgerKey>({
+      name: 'ledger',
+      cache: false,
+      encoder: { encode: () => { throw new Error('the row reader is read-only'); }, decode: (bytes: Uint8Array, size: number) => decodeRow(0, bytes, size) },
     } as never);
     this.orgsDb = this.root.openDB<OrgRecord, string>({ name: 'orgs' });
     this.keysDb = this.root.openDB<KeyRecord, string>({ name: 'keys' });
@@ -141,8 +148,10 @@ export class LmdbStore implements LedgerStore, RegistryStore, SnapshotStore, Web
   }
 
   *range(org: string, fromSeq: number, toSeq = Number.MAX_SAFE_INTEGER): Iterable<LedgerRow> {
-    for (const { key, value } of this.ledger.getRange({ start: [org, fromSeq], end: [org, toSeq + 1] })) {
-      yield decodeRow(key[1], value);
+    // A replay reads every row once: decoding from the read buffer saves a copy of each value.
+    for (const { key, value } of this.ledgerRows.getRange({ start: [org, fromSeq], end: [org, toSeq + 1] })) {
+      value.seq = key[1];
+      yield value;
     }
   }
 

@@ -34,8 +34,11 @@ export function encodeRow(row: LedgerRow): Buffer {
   return buf;
 }
 
-/** Decodes a stored row. The hashes are copied: LMDB may reuse the memory it read into. */
-export function decodeRow(seq: number, buf: Uint8Array): LedgerRow {
+/**
+ * Decodes a stored row from its first `size` bytes. Nothing refers to `buf` afterwards (text is
+ * decoded, the hashes are copied), so it may be LMDB's shared read buffer.
+ */
+export function decodeRow(seq: number, buf: Uint8Array, size = buf.byteLength): StoredRow {
   const b = Buffer.isBuffer(buf) ? buf : Buffer.from(buf.buffer, buf.byteOffset, buf.byteLength);
   if (b[0] !== VERSION) throw new Error(`ledger row ${seq}: unknown encoding version ${b[0]}`);
   let at = 97;
@@ -54,18 +57,19 @@ export function decodeRow(seq: number, buf: Uint8Array): LedgerRow {
   }
   const hashes = Buffer.allocUnsafe(96); // one copy for the three hashes: `b` may be reused
   b.copy(hashes, 0, 1, 97);
-  return new StoredRow(seq, kind, recordedAt, agentId, b.toString('utf8', at), hashes);
+  return new StoredRow(seq, kind, recordedAt, agentId, b.toString('utf8', at, size), hashes);
 }
 
 /**
  * A decoded row. The hashes are views made on demand: a replay reads only a few of them, and
  * making three buffers for every row was a good part of its cost.
  */
-class StoredRow implements LedgerRow {
+export class StoredRow implements LedgerRow {
   body: unknown = undefined; // parsed on demand (rowBody)
 
   constructor(
-    readonly seq: number,
+    /** Set by the reader when the row is decoded before its key (LmdbStore.range). */
+    public seq: number,
     readonly kind: string,
     readonly recordedAt: string,
     readonly agentId: string | null,
