@@ -241,8 +241,9 @@ export class OrgLedgerActor {
   /** Resolves when nothing is waiting or uncommitted (after the front end stopped taking work). */
   async idle(): Promise<void> {
     while (this.inflight > 0 || this.queue.length > 0) {
-      // Waiting commands are launched at the end of the turn (pumpLater), not by the tail.
-      if (this.inflight === 0) await new Promise((resolve) => setImmediate(resolve));
+      // Waiting commands are launched at the end of the turn (pumpLater), not by the tail; while
+      // broken, the tail carries the recovery, so wait for it rather than poll.
+      if (this.inflight === 0 && !this.broken) await new Promise((resolve) => setImmediate(resolve));
       else await this.tail;
     }
   }
