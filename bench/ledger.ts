@@ -8,7 +8,7 @@ import { closeSync, fsyncSync, mkdtempSync, openSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { GENESIS_HASH, makeRow, type LedgerRow } from '../src/domain/ledger.js';
-import { verifyChain } from '../src/store/verify-chain.js';
+import { closeVerifyWorkers, verifyChain } from '../src/store/verify-chain.js';
 import { POLICY_V1, policyDigest } from '../src/domain/policy.js';
 import { LmdbStore } from '../src/store/lmdb.js';
 import { Registry } from '../src/registry.js';
@@ -129,6 +129,8 @@ export async function runLedger(records: number, agents: number): Promise<Ledger
       if (!report.ok || report.length !== records) throw new Error(`bench ledger does not verify: ${JSON.stringify(report)}`);
     }
     await store.close();
+    // The workers hold the environment open (and its mappings): none of that is the server's.
+    await closeVerifyWorkers();
 
     const cold = await startVigil(dir);
     // A clean stop saves checkpoints; the next start seeds from them (the usual restart).

@@ -4,6 +4,7 @@ import { newerThan, replayAfter, restoreCheckpoints, saveCheckpoints } from './a
 import { DeliveryActor } from './actors/delivery-actor.js';
 import { ExportLog } from './actors/export-log.js';
 import { OrgActors } from './actors/org-actors.js';
+import { replayPartitioned, type OrgRebuild, type ReplayJob } from './actors/partitioned-replay.js';
 import { PublicRecords } from './actors/public-records.js';
 import { ReviewQueue } from './actors/review-queue.js';
 import { UsageMeter } from './actors/usage-meter.js';
@@ -51,6 +52,10 @@ export interface RuntimeOptions {
   lookup?: Lookup;
   /** Bound on one webhook attempt (10 s by default). */
   webhookTimeoutMs?: number;
+  /** Start-up: orgs replayed from their first row with at least this many rows are cut by agent across threads. */
+  partitionedReplayFrom?: number;
+  /** Start-up: threads of a partitioned replay (up to 4 by default, one per core). */
+  replayParts?: number;
 }
 
 export async function startRuntime(config: Config, log: Log = jsonLog, options: RuntimeOptions = {}): Promise<Runtime> {
@@ -118,8 +123,27 @@ export async function startRuntime(config: Config, log: Log = jsonLog, options: 
     reviews: restored.projections.get('reviews')!,
     meter: restored.projections.get('meter')!,
     exports: restored.projections.get('exports')!,
-    deliveries: deliveries.cursors(),
+    deliveries: new Map(deliveries.cursors()),
   };
+  const checkpointed = [restored.writer, held.directory, held.reviews, held.meter, held.exports];
+  const rebuilt = await rebuildLargeOrgs(store, checkpointed, options, log);
+  // The replay read the whole ledger: let LMDB's cached mappings of it go (see LmdbStore.reopen).
+  if (rebuilt.size > 0) await store.reopen();
+  // Checkpoints of an org rebuilt in full are not used (its state is replaced below).
+  const checkpointsUsed = checkpointed.reduce((n, m) => n + [...m.keys()].filter((org) => !rebuilt.has(org)).length, 0);
+  for (const [org, state] of rebuilt) {
+    actors.restore(org, state.writer);
+    restored.writer.set(org, state.writer.lastSeq);
+    directory.restore(org, state.directory);
+    held.directory.set(org, state.directory.length);
+    reviews.restore(org, state.reviews);
+    held.reviews.set(org, state.reviews.length);
+    meter.restore(org, state.meter);
+    held.meter.set(org, state.meter.length);
+    exportLog.restore(org, state.exports);
+    held.exports.set(org, state.exports.length);
+    if (deliveries.skipTo(org, state.writer.lastSeq)) held.deliveries.set(org, state.writer.lastSeq);
+  }
   let replaying = true;
   await bus.subscribe(
     (org, rows) => {
@@ -150,7 +174,8 @@ export async function startRuntime(config: Config, log: Log = jsonLog, options: 
   deliveries.start();
   log('info', 'state rebuilt from the ledger', {
     ms: Math.round(performance.now() - started),
-    checkpoints: restored.writer.size + [...restored.projections.values()].reduce((n, m) => n + m.size, 0),
+    checkpoints: checkpointsUsed,
+    partitioned: rebuilt.size,
   });
   // Checkpoints now and then bound the replay after a crash; a clean stop saves them too.
   let saved = new Map<string, number>();
@@ -220,6 +245,31 @@ export async function startRuntime(config: Config, log: Log = jsonLog, options: 
     },
   };
 }
+
+/**
+ * Orgs whose replay would start from their first row (a first start, or checkpoints that no longer
+ * match) and whose ledger is large are rebuilt by agent across threads (partitioned-replay.ts).
+ */
+async function rebuildLargeOrgs(store: LmdbStore, held: readonly ReadonlyMap<string, number>[], options: RuntimeOptions, log: Log): Promise<Map<string, OrgRebuild>> {
+  const from = options.partitionedReplayFrom ?? PARTITIONED_REPLAY_FROM;
+  const jobs: ReplayJob[] = [];
+  for (const org of store.orgs()) {
+    if (held.every((m) => m.has(org))) continue;
+    const to = store.last(org)?.seq ?? 0;
+    if (to >= from) jobs.push({ org, to });
+  }
+  if (jobs.length === 0) return new Map();
+  try {
+    return await replayPartitioned(store, jobs, POLICY_V1, options.replayParts);
+  } catch (error) {
+    // Only a shortcut: the one replay on the bus rebuilds the same state, more slowly.
+    log('warn', 'partitioned replay failed; replaying in one pass', { error: String(error) });
+    return new Map();
+  }
+}
+
+/** Below this many rows, threads cost more than they save. */
+const PARTITIONED_REPLAY_FROM = 50_000;
 
 async function bootstrap(config: Config, store: LmdbStore, registry: Registry, log: Log): Promise<string | null> {
   if (config.bootstrap !== undefined) {

@@ -112,3 +112,8 @@ function summaryOf(view: AgentView, scored?: AgentSummary): AgentSummary {
     last_event_at: scored?.last_event_at ?? null,
   };
 }
+
+/** Joins directories rebuilt from disjoint sets of agents (a partitioned replay). */
+export function mergeDirectories(parts: readonly DirectorySnapshot[], head: string | null, length: number): DirectorySnapshot {
+  return { head, length, agents: parts.flatMap((p) => p.agents) };
+}

@@ -90,6 +90,17 @@ export class DeliveryActor {
     return this.writer.cursors();
   }
 
+  /**
+   * Moves an org's cursor past rows replayed without this actor (a partitioned start-up replay)
+   * when it has no active webhook, so they make no deliveries. False otherwise: those rows must
+   * then come through onCommitted.
+   */
+  skipTo(org: string, seq: number): boolean {
+    if (this.webhooks.hasActive(org)) return false;
+    this.writer.made(org, seq, []);
+    return true;
+  }
+
   /** Starts sending: what was queued before a restart resumes on its schedule. */
   start(): void {
     for (const d of this.store.queuedDeliveries()) this.enqueue(d);

@@ -71,3 +71,8 @@ export class ExportLog {
     return log;
   }
 }
+
+/** Joins logs rebuilt from disjoint sets of rows (a partitioned replay), oldest first. */
+export function mergeExportLogs(parts: readonly ExportLogSnapshot[], head: string | null, length: number): ExportLogSnapshot {
+  return { head, length, exports: parts.flatMap((p) => p.exports).sort((a, b) => a.seq - b.seq) };
+}

@@ -59,6 +59,23 @@ export class OrgRecovery {
     return recovery;
   }
 
+  /** The state as plain data (a checkpoint's shape; also what a replay worker sends back). */
+  snapshot(): WriterSnapshot {
+    const s = this.state;
+    return {
+      lastSeq: this.lastSeq,
+      head: this.head,
+      lastMs: this.lastMs,
+      nextEventId: s.nextEventId,
+      agents: [...s.agents],
+      held: [...s.held],
+      closed: [...s.closed],
+      month: s.month,
+      monthEvents: s.monthEvents,
+      monthExports: s.monthExports,
+    };
+  }
+
   apply(row: LedgerRow): void {
     if (row.agentId !== null) {
       if (row.kind === 'agent') applyAgentRecord(this.state, rowBody(row), row.recordedAt);
@@ -71,4 +88,27 @@ export class OrgRecovery {
     this.lastRow = row;
     this.lastAt = row.recordedAt;
   }
+}
+
+/**
+ * Joins writer states rebuilt from disjoint sets of agents (a partitioned replay; every record
+ * but an export belongs to one agent, and exports all go to one part). The month counters are
+ * those of the latest month any part saw: record times never go back, so that is the month of
+ * the org's last event or export. `tail` is the org's last row.
+ */
+export function mergeWriterSnapshots(parts: readonly WriterSnapshot[], tail: { seq: number; head: Buffer; ms: number }): WriterSnapshot {
+  const month = parts.reduce((m, p) => (p.month > m ? p.month : m), '');
+  const current = parts.filter((p) => p.month === month);
+  return {
+    lastSeq: tail.seq,
+    head: tail.head,
+    lastMs: tail.ms,
+    nextEventId: Math.max(1, ...parts.map((p) => p.nextEventId)),
+    agents: parts.flatMap((p) => p.agents),
+    held: parts.flatMap((p) => p.held).sort(([a], [b]) => a - b),
+    closed: parts.flatMap((p) => p.closed).sort((a, b) => a - b),
+    month,
+    monthEvents: current.reduce((n, p) => n + p.monthEvents, 0),
+    monthExports: current.reduce((n, p) => n + p.monthExports, 0),
+  };
 }

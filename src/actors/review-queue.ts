@@ -27,6 +27,8 @@ interface OrgQueue {
   open: Map<number, ReviewItem>;
   /** Released or rejected, in the order decided. */
   decided: ReviewItem[];
+  /** The seq of each decided item's review record (same index): the order decided. */
+  decidedSeqs: number[];
   head: string | null;
   length: number;
 }
@@ -36,6 +38,7 @@ export interface ReviewQueueSnapshot {
   length: number;
   open: ReviewItem[];
   decided: ReviewItem[];
+  decidedSeqs: number[];
 }
 
 /**
@@ -85,8 +88,12 @@ export class ReviewQueue {
         else {
           queue.open.delete(id);
           queue.decided.push(decided);
+          queue.decidedSeqs.push(row.seq);
           // The latest decisions only: older ones stay in the ledger (and in export bundles).
-          if (queue.decided.length > 2 * MAX_DECIDED) queue.decided.splice(0, queue.decided.length - MAX_DECIDED);
+          if (queue.decided.length > 2 * MAX_DECIDED) {
+            queue.decided.splice(0, queue.decided.length - MAX_DECIDED);
+            queue.decidedSeqs.splice(0, queue.decidedSeqs.length - MAX_DECIDED);
+          }
         }
       }
     }
@@ -114,7 +121,7 @@ export class ReviewQueue {
   snapshot(org: string): ReviewQueueSnapshot | undefined {
     const q = this.orgs.get(org);
     // Items are replaced, never changed in place: the arrays can share them.
-    return q === undefined ? undefined : { head: q.head, length: q.length, open: [...q.open.values()], decided: [...q.decided] };
+    return q === undefined ? undefined : { head: q.head, length: q.length, open: [...q.open.values()], decided: [...q.decided], decidedSeqs: [...q.decidedSeqs] };
   }
 
   restore(org: string, snapshot: ReviewQueueSnapshot): void {
@@ -123,6 +130,7 @@ export class ReviewQueue {
       length: snapshot.length,
       open: new Map(snapshot.open.map((item) => [item.action_id, item])),
       decided: [...snapshot.decided],
+      decidedSeqs: [...snapshot.decidedSeqs],
     });
   }
 
@@ -133,9 +141,21 @@ export class ReviewQueue {
   private queueOf(org: string): OrgQueue {
     let queue = this.orgs.get(org);
     if (queue === undefined) {
-      queue = { open: new Map(), decided: [], head: null, length: 0 };
+      queue = { open: new Map(), decided: [], decidedSeqs: [], head: null, length: 0 };
       this.orgs.set(org, queue);
     }
     return queue;
   }
+}
+
+/**
+ * Joins queues rebuilt from disjoint sets of agents (a partitioned replay) into the one a single
+ * replay would have built: open items oldest first, decisions in the order of their records.
+ */
+export function mergeReviewQueues(parts: readonly ReviewQueueSnapshot[], head: string | null, length: number): ReviewQueueSnapshot {
+  const open = parts.flatMap((p) => p.open).sort((a, b) => a.ledger_seq - b.ledger_seq);
+  const decided = parts.flatMap((p) => p.decided.map((item, i) => ({ item, seq: p.decidedSeqs[i]! }))).sort((a, b) => a.seq - b.seq);
+  // Each part kept at least its latest MAX_DECIDED, so these are the latest of all.
+  const kept = decided.slice(-MAX_DECIDED);
+  return { head, length, open, decided: kept.map((d) => d.item), decidedSeqs: kept.map((d) => d.seq) };
 }

@@ -84,3 +84,20 @@ export class UsageMeter {
     return meter;
   }
 }
+
+/** Joins meters rebuilt from disjoint sets of agents (a partitioned replay): counts add up, agent sets join. */
+export function mergeMeters(parts: readonly MeterSnapshot[], head: string | null, length: number): MeterSnapshot {
+  const months = new Map<string, { events: number; agents: string[]; exports: number }>();
+  for (const part of parts) {
+    for (const [month, u] of part.months) {
+      const sum = months.get(month);
+      if (sum === undefined) months.set(month, { events: u.events, agents: [...u.agents], exports: u.exports });
+      else {
+        sum.events += u.events;
+        sum.agents.push(...u.agents);
+        sum.exports += u.exports;
+      }
+    }
+  }
+  return { head, length, months: [...months].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)) };
+}

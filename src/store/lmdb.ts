@@ -21,41 +21,61 @@ type DeliveryKey = [string, number, number];
  * turn into one transaction, which is our group commit.
  */
 export class LmdbStore implements LedgerStore, RegistryStore, SnapshotStore, WebhookStore {
-  private readonly root: RootDatabase;
+  private root!: RootDatabase;
   /** Rows in the binary layout of row-codec.ts. */
-  private readonly ledger: Database<Buffer, LedgerKey>;
+  private ledger!: Database<Buffer, LedgerKey>;
   /** The same rows decoded straight from LMDB's read buffer (no copy of each value first). */
-  private readonly ledgerRows: Database<StoredRow, LedgerKey>;
+  private ledgerRows!: Database<StoredRow, LedgerKey>;
   /** The same rows read for scanRaw: keys are not decoded and values are not copied. */
-  private readonly ledgerScan: Database<null, LedgerKey>;
-  private readonly orgsDb: Database<OrgRecord, string>;
-  private readonly keysDb: Database<KeyRecord, string>;
+  private ledgerScan!: Database<null, LedgerKey>;
+  private orgsDb!: Database<OrgRecord, string>;
+  private keysDb!: Database<KeyRecord, string>;
   /** Per org: value and version are the last seq (the append fence). */
-  private readonly tails: Database<number, string>;
-  private readonly snapshots: Database<Snapshot, string>;
-  private readonly webhooks: Database<WebhookRecord, [string, number]>;
-  private readonly deliveries: Database<DeliveryRecord, DeliveryKey>;
+  private tails!: Database<number, string>;
+  private snapshots!: Database<Snapshot, string>;
+  private webhooks!: Database<WebhookRecord, [string, number]>;
+  private deliveries!: Database<DeliveryRecord, DeliveryKey>;
   /** The keys of queued deliveries only, so a start finds them without reading every delivery. */
-  private readonly deliveryQueue: Database<number, DeliveryKey>;
-  private readonly deliveryCursorsDb: Database<number, string>;
+  private deliveryQueue!: Database<number, DeliveryKey>;
+  private deliveryCursorsDb!: Database<number, string>;
   /**
    * Billed deliveries per [org, month]. Kept here, in the transaction that writes the deliveries,
    * rather than in the usage meter: whether a delivery exists depends on which webhooks were active
    * and subscribed when its record committed, and whether it is billed on whether it was cancelled
    * before an attempt; neither is in the ledger, so a meter rebuilt from the ledger could not tell.
    */
-  private readonly deliveryUsage: Database<number, [string, string]>;
+  private deliveryUsage!: Database<number, [string, string]>;
+  private readonly readOnly: boolean;
 
   constructor(
     readonly dir: string,
     private readonly durability: Durability = 'sync',
     options: { readOnly?: boolean } = {},
   ) {
-    if (options.readOnly !== true) mkdirSync(dir, { recursive: true });
+    this.readOnly = options.readOnly === true;
+    if (!this.readOnly) mkdirSync(dir, { recursive: true });
+    this.openEnv();
+    if (!this.readOnly) {
+      this.repairTails();
+      this.seedDeliveryUsage();
+    }
+  }
+
+  /**
+   * Closes and reopens the environment. With remapChunks, LMDB keeps up to 8k unused 64 KB chunk
+   * mappings of the data file cached (up to 512 MB, counted in RSS); after a start-up replay has
+   * read the whole ledger, this lets them go. Only while nothing is being written.
+   */
+  async reopen(): Promise<void> {
+    await this.root.close();
+    this.openEnv();
+  }
+
+  private openEnv(): void {
     // separateFlushed: each write's promise carries its own `flushed`, so a batch waits for the
     // flush of its own transaction, not for that of whatever committed after it.
     // noSubdir: false, or lmdb-js would take a dir named like `data.v1` for a file name.
-    this.root = open({ path: dir, noSubdir: false, maxDbs: 32, mapSize: 2 * 1024 ** 3, remapChunks: true, separateFlushed: true, readOnly: options.readOnly === true });
+    this.root = open({ path: this.dir, noSubdir: false, maxDbs: 32, mapSize: 2 * 1024 ** 3, remapChunks: true, separateFlushed: true, readOnly: this.readOnly });
     this.ledger = this.root.openDB<Buffer, LedgerKey>({ name: 'ledger', encoding: 'binary', cache: false });
     this.ledgerScan = this.root.openDB<null, LedgerKey>({
       name: 'ledger',
@@ -77,10 +97,6 @@ export class LmdbStore implements LedgerStore, RegistryStore, SnapshotStore, Web
     this.deliveryQueue = this.root.openDB<number, DeliveryKey>({ name: 'delivery_queue' });
     this.deliveryCursorsDb = this.root.openDB<number, string>({ name: 'delivery_cursors' });
     this.deliveryUsage = this.root.openDB<number, [string, string]>({ name: 'delivery_usage' });
-    if (options.readOnly !== true) {
-      this.repairTails();
-      this.seedDeliveryUsage();
-    }
   }
 
   /** A tail behind its ledger (a data dir written before tails existed) is moved up to it. */

@@ -142,7 +142,7 @@ class WorkerPool {
 
   private pick(): { worker: Worker; busy: number } {
     if (this.workers.length < this.size) {
-      const worker = new Worker(new URL('./verify-chain-worker.mjs', import.meta.url));
+      const worker = new Worker(new URL('../ts-worker.mjs', import.meta.url), { workerData: { module: './store/verify-chain-worker.ts' } });
       worker.on('message', ({ id, check, error }: { id: number; check?: ChainCheck; error?: string }) => {
         const waiting = this.pending.get(id);
         this.pending.delete(id);

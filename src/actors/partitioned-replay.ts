@@ -1,0 +1,161 @@
+import { availableParallelism } from 'node:os';
+import { Worker } from 'node:worker_threads';
+import { Layout, LAYOUT_SLOTS } from '../domain/ledger-batch.js';
+import type { LedgerRow } from '../domain/ledger.js';
+import type { Policy } from '../domain/policy.js';
+import { decodeRow, readLayout } from '../store/row-codec.js';
+import type { LmdbStore } from '../store/lmdb.js';
+import { AgentDirectory, mergeDirectories, type DirectorySnapshot } from './agent-directory.js';
+import { ExportLog, mergeExportLogs, type ExportLogSnapshot } from './export-log.js';
+import { mergeWriterSnapshots, OrgRecovery, type WriterSnapshot } from './org-recovery.js';
+import { mergeReviewQueues, ReviewQueue, type ReviewQueueSnapshot } from './review-queue.js';
+import { mergeMeters, UsageMeter, type MeterSnapshot } from './usage-meter.js';
+
+/**
+ * Start-up replay of large ledgers cut by agent across threads (embedded mode).
+ *
+ * Rebuilding an org's state from its first row is one pass over every row, and most of its cost
+ * is per row (decoding, parsing the body, scoring). Every record but an export belongs to one
+ * agent, and every consumer's state is a union of per-agent parts, so the rows can be dealt out
+ * by agent: each part (this thread and N−1 workers) reads all rows as raw bytes, cheaply, but
+ * decodes and folds only its own agents' (exports go to part 0), with the very consumers the live
+ * path uses. The parts' states are then joined into what one replay would have built (tested
+ * against it). Only orgs that no checkpoint covers are replayed this way; the bus carries every
+ * row after the replayed tail, as usual.
+ */
+
+/** What a replay rebuilds for one org: the writer's state and each projection's. */
+export interface OrgRebuild {
+  writer: WriterSnapshot;
+  directory: DirectorySnapshot;
+  reviews: ReviewQueueSnapshot;
+  meter: MeterSnapshot;
+  exports: ExportLogSnapshot;
+}
+
+/** One org to replay: its rows 1..to. */
+export interface ReplayJob {
+  org: string;
+  to: number;
+}
+
+export interface PartJob {
+  dir: string;
+  jobs: ReplayJob[];
+  part: number;
+  parts: number;
+  policy: Policy;
+}
+
+/** Read access a part needs: raw rows in order. */
+export type RawLedger = Pick<LmdbStore, 'scanRaw'>;
+
+/** Rows decoded and folded at once (the bus's chunk size). */
+const CHUNK = 1024;
+
+/**
+ * Replays the given orgs from the ledger, cut into `parts` by agent (this thread does part 0,
+ * workers the others), and returns each org's rebuilt state as of its `to`.
+ */
+export async function replayPartitioned(store: LmdbStore, jobs: ReplayJob[], policy: Policy, parts = defaultParts()): Promise<Map<string, OrgRebuild>> {
+  const workers: Promise<OrgRebuild[]>[] = [];
+  for (let part = 1; part < parts; part++) workers.push(runWorker({ dir: store.dir, jobs, part, parts, policy }));
+  // A worker that fails rejects before this thread's part ends: keep it from being unhandled.
+  for (const w of workers) w.catch(() => undefined);
+  const local = replayPart(store, jobs, 0, parts, policy);
+  const all = [local, ...(await Promise.all(workers))];
+  const out = new Map<string, OrgRebuild>();
+  for (const [i, { org, to }] of jobs.entries()) {
+    const tail = store.get(org, to);
+    if (tail === undefined) throw new Error(`replay of ${org}: row ${to} is missing`);
+    out.set(org, mergeParts(all.map((p) => p[i]!), tail));
+  }
+  return out;
+}
+
+/** One part: folds the rows of its agents for each job, in seq order. */
+export function replayPart(store: RawLedger, jobs: readonly ReplayJob[], part: number, parts: number, policy: Policy): OrgRebuild[] {
+  const layout = new Int32Array(LAYOUT_SLOTS);
+  return jobs.map(({ org, to }) => {
+    const directory = new AgentDirectory();
+    const reviews = new ReviewQueue();
+    const meter = new UsageMeter();
+    const exports = new ExportLog();
+    const writer = new OrgRecovery(policy);
+    let chunk: LedgerRow[] = [];
+    let scanned = 0;
+    const fold = (): void => {
+      directory.onCommitted(org, chunk);
+      reviews.onCommitted(org, chunk);
+      meter.onCommitted(org, chunk);
+      exports.onCommitted(org, chunk);
+      for (const row of chunk) writer.apply(row);
+      chunk = [];
+    };
+    store.scanRaw(org, 1, to, (seq, bytes, size) => {
+      scanned++;
+      if (partOf(bytes, size, layout, parts) !== part) return;
+      chunk.push(decodeRow(seq, bytes, size));
+      if (chunk.length === CHUNK) fold();
+    });
+    if (chunk.length > 0) fold();
+    // scanRaw numbers rows by position: all `to` of them present means no seq was skipped.
+    if (scanned !== to) throw new Error(`replay of ${org}: ${to} rows expected, ${scanned} found`);
+    return {
+      writer: writer.snapshot(),
+      directory: directory.snapshot(org) ?? { head: null, length: 0, agents: [] },
+      reviews: reviews.snapshot(org) ?? { head: null, length: 0, open: [], decided: [], decidedSeqs: [] },
+      meter: meter.snapshot(org) ?? { head: null, length: 0, months: [] },
+      exports: exports.snapshot(org) ?? { head: null, length: 0, exports: [] },
+    };
+  });
+}
+
+/** Joins the parts of one org into the state a single replay up to `tail` builds. */
+export function mergeParts(parts: readonly OrgRebuild[], tail: LedgerRow): OrgRebuild {
+  const head = tail.chainHash.toString('hex');
+  const each = <K extends keyof OrgRebuild>(key: K): OrgRebuild[K][] => parts.map((p) => p[key]);
+  return {
+    writer: mergeWriterSnapshots(each('writer'), { seq: tail.seq, head: Buffer.from(tail.chainHash), ms: Date.parse(tail.recordedAt) }),
+    directory: mergeDirectories(each('directory'), head, tail.seq),
+    reviews: mergeReviewQueues(each('reviews'), head, tail.seq),
+    meter: mergeMeters(each('meter'), head, tail.seq),
+    exports: mergeExportLogs(each('exports'), head, tail.seq),
+  };
+}
+
+/** The part a raw row belongs to: by FNV-1a of its agent id's bytes; rows without an agent go to part 0. */
+function partOf(bytes: Buffer, size: number, layout: Int32Array, parts: number): number {
+  readLayout(bytes, layout, size);
+  const start = layout[Layout.AGENT]!;
+  if (start < 0) return 0;
+  const end = layout[Layout.AGENT_END]!;
+  let h = 0x811c9dc5;
+  for (let i = start; i < end; i++) h = Math.imul(h ^ bytes[i]!, 0x01000193);
+  return (h >>> 0) % parts;
+}
+
+function defaultParts(): number {
+  return Math.max(1, Math.min(availableParallelism(), 4));
+}
+
+/** Runs one part in a worker thread that exits when done. */
+function runWorker(job: PartJob): Promise<OrgRebuild[]> {
+  return new Promise((resolve, reject) => {
+    const worker = new Worker(new URL('../ts-worker.mjs', import.meta.url), { workerData: { module: './actors/replay-worker.ts', job } });
+    let settled = false;
+    worker.once('message', (message: { states?: OrgRebuild[]; error?: string }) => {
+      settled = true;
+      if (message.error !== undefined) reject(new Error(`replay worker: ${message.error}`));
+      else resolve(message.states!);
+      void worker.terminate();
+    });
+    worker.once('error', (error) => {
+      settled = true;
+      reject(error);
+    });
+    worker.once('exit', (code) => {
+      if (!settled) reject(new Error(`replay worker exited with ${code}`));
+    });
+  });
+}
