@@ -57,13 +57,18 @@ const CHUNK = 1024;
  * Replays the given orgs from the ledger, cut into `parts` by agent (this thread does part 0,
  * workers the others), and returns each org's rebuilt state as of its `to`.
  */
-export async function replayPartitioned(store: LmdbStore, jobs: ReplayJob[], policy: Policy, parts = defaultParts()): Promise<Map<string, OrgRebuild>> {
-  const workers: Promise<OrgRebuild[]>[] = [];
-  for (let part = 1; part < parts; part++) workers.push(runWorker({ dir: store.dir, jobs, part, parts, policy }));
-  // A worker that fails rejects before this thread's part ends: keep it from being unhandled.
-  for (const w of workers) w.catch(() => undefined);
-  const local = replayPart(store, jobs, 0, parts, policy);
-  const all = [local, ...(await Promise.all(workers))];
+export async function replayPartitioned(store: LmdbStore, jobs: ReplayJob[], policy: Policy, threads = defaultParts()): Promise<Map<string, OrgRebuild>> {
+  const parts = Math.max(1, Math.floor(threads) || 1);
+  const workers: PartWorker[] = [];
+  let all: OrgRebuild[][];
+  try {
+    for (let part = 1; part < parts; part++) workers.push(startWorker({ dir: store.dir, jobs, part, parts, policy }));
+    const local = replayPart(store, jobs, 0, parts, policy);
+    all = [local, ...(await Promise.all(workers.map((w) => w.result)))];
+  } finally {
+    // On failure the others stop too (their part is of no use); done ones are already exiting.
+    for (const w of workers) void w.worker.terminate();
+  }
   const out = new Map<string, OrgRebuild>();
   for (const [i, { org, to }] of jobs.entries()) {
     const tail = store.get(org, to);
@@ -139,16 +144,20 @@ function defaultParts(): number {
   return Math.max(1, Math.min(availableParallelism(), 4));
 }
 
+interface PartWorker {
+  worker: Worker;
+  result: Promise<OrgRebuild[]>;
+}
+
 /** Runs one part in a worker thread that exits when done. */
-function runWorker(job: PartJob): Promise<OrgRebuild[]> {
-  return new Promise((resolve, reject) => {
-    const worker = new Worker(new URL('../ts-worker.mjs', import.meta.url), { workerData: { module: './actors/replay-worker.ts', job } });
+function startWorker(job: PartJob): PartWorker {
+  const worker = new Worker(new URL('../ts-worker.mjs', import.meta.url), { workerData: { module: './actors/replay-worker.ts', job } });
+  const result = new Promise<OrgRebuild[]>((resolve, reject) => {
     let settled = false;
     worker.once('message', (message: { states?: OrgRebuild[]; error?: string }) => {
       settled = true;
       if (message.error !== undefined) reject(new Error(`replay worker: ${message.error}`));
       else resolve(message.states!);
-      void worker.terminate();
     });
     worker.once('error', (error) => {
       settled = true;
@@ -158,4 +167,7 @@ function runWorker(job: PartJob): Promise<OrgRebuild[]> {
       if (!settled) reject(new Error(`replay worker exited with ${code}`));
     });
   });
+  // A worker that fails while this thread still runs its own part must not go unhandled.
+  result.catch(() => undefined);
+  return { worker, result };
 }

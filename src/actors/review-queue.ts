@@ -1,7 +1,7 @@
 import type { CommittedHandler } from '../bus/bus.js';
 import { rowBody } from '../domain/ledger.js';
 
-/** Decided items kept per org for GET /reviews?status=decided. */
+/** Decided items listed per org by GET /reviews?status=decided (the latest ones). */
 export const MAX_DECIDED = 10_000;
 
 /** A held action as a reviewer sees it. */
@@ -113,7 +113,10 @@ export class ReviewQueue {
     if (status === 'pending') {
       for (const item of queue.open.values()) if (!take(item)) break;
     } else {
-      for (let i = queue.decided.length - 1; i >= 0; i--) if (!take(queue.decided[i]!)) break;
+      // The latest MAX_DECIDED only, however many the list holds between trims: what is listed
+      // then never depends on when the list was last trimmed (or how it was rebuilt).
+      const oldest = Math.max(0, queue.decided.length - MAX_DECIDED);
+      for (let i = queue.decided.length - 1; i >= oldest; i--) if (!take(queue.decided[i]!)) break;
     }
     return out;
   }
@@ -155,7 +158,7 @@ export class ReviewQueue {
 export function mergeReviewQueues(parts: readonly ReviewQueueSnapshot[], head: string | null, length: number): ReviewQueueSnapshot {
   const open = parts.flatMap((p) => p.open).sort((a, b) => a.ledger_seq - b.ledger_seq);
   const decided = parts.flatMap((p) => p.decided.map((item, i) => ({ item, seq: p.decidedSeqs[i]! }))).sort((a, b) => a.seq - b.seq);
-  // Each part kept at least its latest MAX_DECIDED, so these are the latest of all.
+  // Each part kept at least its latest MAX_DECIDED, so these are the latest of all (all a list shows).
   const kept = decided.slice(-MAX_DECIDED);
   return { head, length, open, decided: kept.map((d) => d.item), decidedSeqs: kept.map((d) => d.seq) };
 }

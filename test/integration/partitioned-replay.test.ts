@@ -168,4 +168,18 @@ describe('partitioned start-up replay', () => {
       removeDir(copy);
     }
   });
+
+  it('fails as a whole when a worker fails (the runtime then replays in one pass)', async () => {
+    const store = new LmdbStore(dir, 'process');
+    try {
+      // The worker opens the data dir it is given: one that does not exist.
+      const elsewhere = Object.assign(Object.create(store) as LmdbStore, { dir: `${dir}-missing` });
+      await expect(replayPartitioned(elsewhere, [{ org: ORG, to: length }], POLICY_V1, 2)).rejects.toThrow();
+      // A nonsensical part count is one part, not an empty state.
+      const one = await replayPartitioned(store, [{ org: ORG, to: length }], POLICY_V1, 0);
+      expect(one.get(ORG)!.writer.agents).toHaveLength(24);
+    } finally {
+      await store.close();
+    }
+  });
 });

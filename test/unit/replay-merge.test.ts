@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { mergeWriterSnapshots, type WriterSnapshot } from '../../src/actors/org-recovery.js';
-import { MAX_DECIDED, mergeReviewQueues, type ReviewItem } from '../../src/actors/review-queue.js';
+import { MAX_DECIDED, mergeReviewQueues, ReviewQueue, type ReviewItem } from '../../src/actors/review-queue.js';
+import type { LedgerRow } from '../../src/domain/ledger.js';
 import { mergeMeters } from '../../src/actors/usage-meter.js';
 
 const writer = (over: Partial<WriterSnapshot>): WriterSnapshot => ({
@@ -82,5 +83,29 @@ describe('joining the parts of a partitioned replay', () => {
     expect(merged.decidedSeqs[0]).toBe(MAX_DECIDED + 1);
     expect(merged.decidedSeqs.at(-1)).toBe(2 * MAX_DECIDED);
     expect(merged.decided.map((d) => d.action_id)).toEqual(merged.decidedSeqs);
+  });
+
+  it('reviews: the decisions listed do not depend on when the queue was trimmed', () => {
+    // 15,000 decisions, the oldest 300 on one agent: a one-pass queue still holds them (it trims
+    // past 2 × MAX_DECIDED), a joined one does not; both list only the latest MAX_DECIDED.
+    const row = (seq: number, kind: string, agentId: string, body: Record<string, unknown>): LedgerRow => ({
+      seq, kind, agentId, body, bodyJson: JSON.stringify(body), recordedAt: '2026-11-23T00:00:00.000Z', contentHash: Buffer.alloc(32), prevHash: Buffer.alloc(32), chainHash: Buffer.alloc(32),
+    });
+    const rows: LedgerRow[] = [];
+    const n = 15_000;
+    for (let id = 1; id <= n; id++) {
+      const agent = id <= 300 ? 'old-agent' : 'busy-agent';
+      rows.push(row(id, 'event', agent, { action_id: id, event_id: id, requires_human_review: true, gate_status: 'hold', bii: 0.6, event_type: 'output_generated', reason: 'r' }));
+    }
+    for (let id = 1; id <= n; id++) rows.push(row(n + id, 'review', id <= 300 ? 'old-agent' : 'busy-agent', { action_id: id, outcome: 'released', note: '', reviewer: 'r' }));
+    const onePass = new ReviewQueue();
+    onePass.onCommitted('o', rows);
+    const joined = new ReviewQueue();
+    joined.restore('o', mergeReviewQueues([onePass.snapshot('o')!], null, rows.length));
+    expect(onePass.snapshot('o')!.decided.length).toBe(n);
+    for (const queue of [onePass, joined]) {
+      expect(queue.list('o', 'decided', 100, 'old-agent')).toEqual([]);
+      expect(queue.list('o', 'decided', 3).map((d) => d.action_id)).toEqual([n, n - 1, n - 2]);
+    }
   });
 });
