@@ -23,6 +23,7 @@ import { Scope } from './domain/schemas.js';
 import { startHttpServer } from './http/server.js';
 import { checkReceiverUrl, type Lookup } from './net/receiver-address.js';
 import { Registry } from './registry.js';
+import { nativeSha256Chain } from './store/batch-hash.js';
 import { LmdbStore } from './store/lmdb.js';
 import { LmdbScoringKeyStore } from './store/scoring-keys.js';
 import { closeVerifyWorkers, verifyChain } from './store/verify-chain.js';
@@ -74,6 +75,7 @@ export async function startRuntime(config: Config, log: Log = jsonLog, options: 
     policyDigest: digest,
     now,
     maxPending: config.maxPendingPerOrg,
+    sha256Chain: nativeSha256Chain,
     limits: (org, nowMs) => {
       const plan = registry.planOf(org);
       return {

@@ -1,7 +1,9 @@
 import type { Bus } from '../bus/bus.js';
 import type { OrgCommand, OrgReply } from '../bus/messages.js';
-import { GENESIS_HASH, makeRow, type LedgerRow } from '../domain/ledger.js';
-import { emptyOrgState, NO_LIMITS, planExport, planIngest, planRegister, planReview, planUpdate, type OrgState, type Planned, type WriterLimits } from '../domain/org-state.js';
+import { canonicalize } from '../domain/jcs.js';
+import type { Sha256Chain } from '../domain/ledger-batch.js';
+import { chainRows, GENESIS_HASH, type RowDraft } from '../domain/ledger.js';
+import { emptyOrgState, NO_LIMITS, planExport, planIngest, planRegister, planReview, planUpdate, type OrgState, type Planned, type PlannedRecord, type WriterLimits } from '../domain/org-state.js';
 import type { Policy } from '../domain/policy.js';
 import { ensureError } from '../errors.js';
 import { OrgRecovery, type WriterSnapshot } from './org-recovery.js';
@@ -16,6 +18,8 @@ export interface OrgActorOptions {
   policyDigest: string;
   /** Milliseconds since the epoch; injected so tests and replays control time. */
   now: () => number;
+  /** The native batch hasher (store/batch-hash.ts), or null to hash with node:crypto. */
+  sha256Chain?: Sha256Chain | null;
   /** Commands waiting beyond this are refused with `overloaded` (HTTP 429). */
   maxPending: number;
   /** Batches committed but not yet durable at once (group commit pipelining). */
@@ -103,20 +107,27 @@ export class OrgLedgerActor {
     const recordedMs = Math.max(this.options.now(), this.lastRecordedMs);
     this.lastRecordedMs = recordedMs;
     const recordedAt = new Date(recordedMs).toISOString();
-    const rows: LedgerRow[] = [];
-    const replies: OrgReply[] = [];
+    const replies: (OrgReply | PlannedRecord<unknown>)[] = [];
+    const drafts: RowDraft[] = [];
     const limits = this.options.limits?.(this.org, recordedMs) ?? NO_LIMITS;
     for (const { command } of batch) {
       const planned = this.plan(command, recordedAt, limits);
-      if ('ok' in planned) {
-        replies.push(planned);
-        continue;
-      }
-      const row = makeRow(this.head, this.lastSeq + 1, planned.kind, recordedAt, planned.agentId, planned.body, planned.bodyJson);
-      rows.push(row);
-      this.lastSeq = row.seq;
-      this.head = row.chainHash;
-      replies.push({ ok: true, value: planned.complete === undefined ? planned.result : planned.complete(row) } as OrgReply);
+      replies.push(planned);
+      if ('ok' in planned) continue;
+      drafts.push({ kind: planned.kind, recordedAt, agentId: planned.agentId, bodyJson: planned.bodyJson ?? canonicalize(planned.body), body: planned.body });
+    }
+    // Planning never reads the chain, so the whole batch is hashed at once.
+    const rows = chainRows(this.head, this.lastSeq + 1, drafts, this.options.sha256Chain ?? null);
+    let r = 0;
+    for (const [i, planned] of replies.entries()) {
+      if ('ok' in planned) continue;
+      const row = rows[r++]!;
+      replies[i] = { ok: true, value: planned.complete === undefined ? planned.result : planned.complete(row) } as OrgReply;
+    }
+    const last = rows[rows.length - 1];
+    if (last !== undefined) {
+      this.lastSeq = last.seq;
+      this.head = last.chainHash;
     }
 
     this.inflight++;
@@ -143,7 +154,7 @@ export class OrgLedgerActor {
       .then(async (failure) => {
         this.inflight--;
         if (failure === null && !this.broken) {
-          batch.forEach((pending, i) => pending.resolve(replies[i]!));
+          batch.forEach((pending, i) => pending.resolve(replies[i] as OrgReply));
         } else {
           if (!this.broken) {
             this.broken = true;

@@ -4,6 +4,13 @@ import type { ChainVerifier } from './ledger.js';
 export type Sha256Many = (data: Buffer, ends: Uint32Array, out: Buffer) => void;
 
 /**
+ * sha256Chain(prev, data, ends, out): the hashes of new rows whose canonical entries are the
+ * messages of data (as in Sha256Many): out[64 i, +32) = content hash of row i, out[64 i + 32, +32) =
+ * its chain hash, SHA-256(previous chain ‖ content), the previous chain of row 0 being prev.
+ */
+export type Sha256Chain = (prev: Buffer, data: Buffer, ends: Uint32Array, out: Buffer) => void;
+
+/**
  * Where a stored row's fields sit in its bytes: slots of an Int32Array filled by the store's
  * codec. The three hashes are 96 bytes (content, prev, chain) at HASHES; an agent start of -1
  * means a null agent.

@@ -1,8 +1,10 @@
 import { createHash } from 'node:crypto';
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { LAYOUT_SLOTS, RowBatch, type Sha256Many } from '../../src/domain/ledger-batch.js';
-import { ChainVerifier, GENESIS_HASH, makeRow, type LedgerRow } from '../../src/domain/ledger.js';
-import { nativeSha256Many } from '../../src/store/batch-hash.js';
+import { LAYOUT_SLOTS, RowBatch, type Sha256Chain, type Sha256Many } from '../../src/domain/ledger-batch.js';
+import { canonicalize } from '../../src/domain/jcs.js';
+import { chainRows, ChainVerifier, GENESIS_HASH, makeRow, type LedgerRow, type RowDraft } from '../../src/domain/ledger.js';
+import { nativeSha256Chain, nativeSha256Many } from '../../src/store/batch-hash.js';
 import { encodeRow, readLayout } from '../../src/store/row-codec.js';
 
 /** The batch contract implemented with node:crypto, one message at a time. */
@@ -80,5 +82,67 @@ describe('native batch SHA-256', () => {
     cryptoSha256Many(data, ends, b);
     expect(a.equals(b)).toBe(true);
     expect(() => nativeSha256Many!(data, new Uint32Array([5, 2]), a)).toThrow(/increasing/);
+  });
+  it.skipIf(nativeSha256Chain === null)('native chain hashing refuses bad arguments', () => {
+    const data = Buffer.alloc(10);
+    expect(() => nativeSha256Chain!(Buffer.alloc(31), data, new Uint32Array([5]), Buffer.alloc(64))).toThrow(/32 bytes/);
+    expect(() => nativeSha256Chain!(Buffer.alloc(32), data, new Uint32Array([5, 11]), Buffer.alloc(128))).toThrow(/increasing/);
+    expect(() => nativeSha256Chain!(Buffer.alloc(32), data, new Uint32Array([5, 6]), Buffer.alloc(64))).toThrow(/too small/);
+  });
+});
+
+describe('chainRows (the writer hashes a batch at once)', () => {
+  /** The chain contract implemented with node:crypto. */
+  const cryptoSha256Chain: Sha256Chain = (prev, data, ends, out) => {
+    let start = 0;
+    let chain = prev;
+    ends.forEach((end, i) => {
+      const content = createHash('sha256').update(data.subarray(start, end)).digest();
+      chain = createHash('sha256').update(chain).update(content).digest();
+      content.copy(out, 64 * i);
+      chain.copy(out, 64 * i + 32);
+      start = end;
+    });
+  };
+  const hashers: [string, Sha256Chain | null][] = [
+    ['node:crypto row by row', null],
+    ['a batch hasher', cryptoSha256Chain],
+    ...(nativeSha256Chain === null ? [] : ([['the native batch hasher', nativeSha256Chain]] as [string, Sha256Chain][])),
+  ];
+  const draft = fc.record({
+    kind: fc.constantFrom('event', 'agent', 'review', 'export'),
+    agentId: fc.option(fc.string({ unit: 'grapheme', maxLength: 12 }), { nil: null }),
+    body: fc.dictionary(fc.string({ maxLength: 6 }), fc.oneof(fc.string({ unit: 'binary', maxLength: 40 }), fc.integer(), fc.boolean())),
+  });
+
+  it.each(hashers)('builds the rows makeRow builds, batch after batch, with %s', (_, hasher) => {
+    fc.assert(
+      fc.property(fc.array(fc.array(draft, { maxLength: 40 }), { maxLength: 4 }), (batches) => {
+        let prev = GENESIS_HASH;
+        let seq = 1;
+        for (const batch of batches) {
+          const drafts: RowDraft[] = batch.map((d) => ({ ...d, recordedAt: '2026-11-23T00:00:00.000Z', bodyJson: canonicalize(d.body) }));
+          const rows = chainRows(prev, seq, drafts, hasher);
+          for (const row of rows) {
+            const expected = makeRow(prev, seq++, row.kind, row.recordedAt, row.agentId, row.body);
+            expect(row).toEqual(expected);
+            prev = row.chainHash;
+          }
+        }
+      }),
+      { numRuns: 60 },
+    );
+  });
+
+  it.each(hashers)('grows its scratch for large batches and bodies, with %s', (_, hasher) => {
+    const drafts: RowDraft[] = Array.from({ length: 700 }, (_, i) => {
+      const body = { i, text: 'é😀'.repeat(i === 3 ? 40_000 : 20) };
+      return { kind: 'event', recordedAt: '2026-11-23T00:00:00.000Z', agentId: `a${i % 7}`, bodyJson: canonicalize(body), body };
+    });
+    const rows = chainRows(GENESIS_HASH, 1, drafts, hasher);
+    const verifier = new ChainVerifier();
+    for (const row of rows) verifier.push(row);
+    expect(verifier.report()).toMatchObject({ ok: true, length: 700 });
+    expect(rows[3]!.contentHash).toEqual(makeRow(rows[2]!.chainHash, 4, 'event', drafts[3]!.recordedAt, 'a3', drafts[3]!.body).contentHash);
   });
 });
