@@ -97,11 +97,16 @@ export function lmdbTarget(batches: number, batchSize = 64): MicroTarget {
       return outcome;
     },
     check: async () => {
-      const probe = new LmdbStore(mkdtempSync(join(tmpdir(), 'vigil-bench-check-')), 'sync');
-      const outcome = await probe.append('bench', all[0]!, 0);
-      const back = [...probe.range('bench', 1)];
-      await probe.close();
-      return outcome.ok && back.length === batchSize && back.every((r, i) => r.chainHash.equals(all[0]![i]!.chainHash));
+      const probeDir = mkdtempSync(join(tmpdir(), 'vigil-bench-check-'));
+      try {
+        const probe = new LmdbStore(probeDir, 'sync');
+        const outcome = await probe.append('bench', all[0]!, 0);
+        const back = [...probe.range('bench', 1)];
+        await probe.close();
+        return outcome.ok && back.length === batchSize && back.every((r, i) => r.chainHash.equals(all[0]![i]!.chainHash));
+      } finally {
+        rmSync(probeDir, { recursive: true, force: true });
+      }
     },
     teardown: async () => {
       await store.close();
