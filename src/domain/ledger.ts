@@ -84,7 +84,9 @@ export interface RowDraft {
 }
 
 /** Scratch for chainRows' canonical entries (hashing is synchronous, so one buffer serves every call). */
-let entries = Buffer.allocUnsafe(1 << 16);
+const SCRATCH_FIRST = 1 << 16;
+const SCRATCH_KEPT = 1 << 20;
+let entries = Buffer.allocUnsafe(SCRATCH_FIRST);
 let ends = new Uint32Array(256);
 
 /**
@@ -116,8 +118,11 @@ export function chainRows(prev: Buffer, firstSeq: number, drafts: readonly RowDr
     at += entries.write(entry, at, 'utf8');
     ends[i] = at;
   }
-  const hashes = Buffer.allocUnsafe(64 * n);
+  // Not from Node's shared pool: the rows keep views of it.
+  const hashes = Buffer.allocUnsafeSlow(64 * n);
   sha256Chain(prev, entries, ends.subarray(0, n), hashes);
+  // A batch of large bodies must not keep its scratch for the life of the process.
+  if (entries.length > SCRATCH_KEPT) entries = Buffer.allocUnsafe(SCRATCH_FIRST);
   for (let i = 0; i < n; i++) {
     const d = drafts[i]!;
     const contentHash = hashes.subarray(64 * i, 64 * i + 32);

@@ -4,6 +4,7 @@
 #include <node_api.h>
 #include <openssl/sha.h>
 #include <stdint.h>
+#include <string.h>
 
 // sha256Many(data: Buffer, ends: Uint32Array, out: Buffer): message i is data[ends[i-1], ends[i])
 // (ends[-1] = 0); its digest is written to out[32 i, 32 i + 32).
@@ -82,7 +83,9 @@ static napi_value Sha256Chain(napi_env env, napi_callback_info info) {
     return NULL;
   }
   uint32_t start = 0;
-  const uint8_t *chain = prev;
+  uint8_t first[32]; // prev may be a view of out: read it before anything is written there
+  memcpy(first, prev, 32);
+  const uint8_t *chain = first;
   for (size_t i = 0; i < ends_len; i++) {
     uint32_t end = ends[i];
     if (end < start || end > data_len) {

@@ -88,6 +88,14 @@ describe('native batch SHA-256', () => {
     expect(() => nativeSha256Chain!(Buffer.alloc(31), data, new Uint32Array([5]), Buffer.alloc(64))).toThrow(/32 bytes/);
     expect(() => nativeSha256Chain!(Buffer.alloc(32), data, new Uint32Array([5, 11]), Buffer.alloc(128))).toThrow(/increasing/);
     expect(() => nativeSha256Chain!(Buffer.alloc(32), data, new Uint32Array([5, 6]), Buffer.alloc(64))).toThrow(/too small/);
+    // prev may be a view of out (it is read before out is written).
+    const out = Buffer.alloc(128);
+    const prev = Buffer.alloc(32, 9);
+    prev.copy(out);
+    nativeSha256Chain!(out.subarray(0, 32), data, new Uint32Array([4, 10]), out);
+    const expected = Buffer.alloc(128);
+    nativeSha256Chain!(prev, data, new Uint32Array([4, 10]), expected);
+    expect(out.equals(expected)).toBe(true);
   });
 });
 
@@ -135,14 +143,16 @@ describe('chainRows (the writer hashes a batch at once)', () => {
   });
 
   it.each(hashers)('grows its scratch for large batches and bodies, with %s', (_, hasher) => {
+    // One body of 3-byte UTF-8 characters past the scratch kept between batches (1 MB), so every
+    // case starts from a small scratch and grows it.
     const drafts: RowDraft[] = Array.from({ length: 700 }, (_, i) => {
-      const body = { i, text: 'é😀'.repeat(i === 3 ? 40_000 : 20) };
+      const body = { i, text: i === 3 ? '€'.repeat(400_000) : i === 5 ? 'é😀'.repeat(20_000) : 'é😀'.repeat(20) };
       return { kind: 'event', recordedAt: '2026-11-23T00:00:00.000Z', agentId: `a${i % 7}`, bodyJson: canonicalize(body), body };
     });
     const rows = chainRows(GENESIS_HASH, 1, drafts, hasher);
     const verifier = new ChainVerifier();
     for (const row of rows) verifier.push(row);
     expect(verifier.report()).toMatchObject({ ok: true, length: 700 });
-    expect(rows[3]!.contentHash).toEqual(makeRow(rows[2]!.chainHash, 4, 'event', drafts[3]!.recordedAt, 'a3', drafts[3]!.body).contentHash);
+    for (const i of [3, 4, 5, 699]) expect(rows[i]).toEqual(makeRow(rows[i - 1]!.chainHash, i + 1, 'event', drafts[i]!.recordedAt, `a${i % 7}`, drafts[i]!.body));
   });
 });
