@@ -9,6 +9,7 @@ import { ReviewQueue } from '../../src/actors/review-queue.js';
 import { UsageMeter } from '../../src/actors/usage-meter.js';
 import { POLICY_V1 } from '../../src/domain/policy.js';
 import { LmdbStore } from '../../src/store/lmdb.js';
+import { startReceiver, waitFor } from '../support/receiver.js';
 import { call, ORG, removeDir, startServer, tempDir } from '../support/server.js';
 
 /**
@@ -58,10 +59,10 @@ beforeAll(async () => {
 
 afterAll(() => removeDir(dir));
 
-/** A copy of the ledger without its checkpoints (a clean stop saved them), as on a first start. */
-async function firstStartCopy(change?: (ledger: Database) => Promise<unknown>): Promise<string> {
+/** A copy of a data dir without its checkpoints (a clean stop saved them), as on a first start. */
+async function firstStartCopy(change?: (ledger: Database) => Promise<unknown>, from = dir): Promise<string> {
   const copy = tempDir();
-  cpSync(dir, copy, { recursive: true });
+  cpSync(from, copy, { recursive: true });
   const env = open({ path: copy, maxDbs: 32 });
   await env.openDB({ name: 'snapshots' }).clearAsync();
   await change?.(env.openDB({ name: 'ledger', encoding: 'binary' }));
@@ -180,6 +181,38 @@ describe('partitioned start-up replay', () => {
       expect(one.get(ORG)!.writer.agents).toHaveLength(24);
     } finally {
       await store.close();
+    }
+  });
+
+  it('an org with an active webhook: its delivery cursor holds, nothing is delivered twice', async () => {
+    const receiver = await startReceiver();
+    const env = { VIGIL_WEBHOOK_ALLOW_PRIVATE: '1' };
+    const first = await startServer(env);
+    let copy = '';
+    try {
+      const hook = (await call(first.url, 'POST', '/webhooks', { body: { url: receiver.url(), events: ['gate.hold', 'gate.alert', 'gate.collapse'] } })).body;
+      await call(first.url, 'POST', '/agents/', { body: { agent_id: 'w', name: 'W' } });
+      const risky = { agent_id: 'w', event_type: 'output_generated', payload: {}, dti: 0.99 };
+      for (let i = 0; i < 3; i++) expect((await call(first.url, 'POST', '/events/', { body: risky })).status).toBe(200);
+      await waitFor(() => receiver.received.length === 3, 10_000, 'three deliveries');
+      await first.close();
+      copy = await firstStartCopy(undefined, first.dataDir);
+      const logs: { msg: string; fields?: Record<string, unknown> }[] = [];
+      const again = await startServer(env, copy, logs, { partitionedReplayFrom: 1, replayParts: 2 });
+      try {
+        expect(logs.find((l) => l.msg === 'state rebuilt from the ledger')?.fields?.partitioned).toBe(1);
+        // Deliveries are made during the replay, before the server listens: none was made again.
+        expect((await call(again.url, 'GET', `/webhooks/${hook.id}/deliveries`)).body).toHaveLength(3);
+        expect((await call(again.url, 'POST', '/events/', { body: risky })).status).toBe(200);
+        expect((await call(again.url, 'GET', `/webhooks/${hook.id}/deliveries`)).body).toHaveLength(4);
+        await waitFor(() => receiver.received.length === 4, 10_000, 'the fourth delivery');
+      } finally {
+        await again.close();
+      }
+    } finally {
+      await receiver.close();
+      removeDir(first.dataDir);
+      if (copy !== '') removeDir(copy);
     }
   });
 });
