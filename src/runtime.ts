@@ -4,7 +4,7 @@ import { newerThan, replayAfter, restoreCheckpoints, saveCheckpoints } from './a
 import { DeliveryActor } from './actors/delivery-actor.js';
 import { ExportLog } from './actors/export-log.js';
 import { OrgActors } from './actors/org-actors.js';
-import { replayPartitioned, type OrgRebuild, type ReplayJob } from './actors/partitioned-replay.js';
+import { replayPartitioned, type OrgRebuild, type ReplayJob, type ReplayOptions } from './actors/partitioned-replay.js';
 import { PublicRecords } from './actors/public-records.js';
 import { ReviewQueue } from './actors/review-queue.js';
 import { UsageMeter } from './actors/usage-meter.js';
@@ -55,8 +55,8 @@ export interface RuntimeOptions {
   webhookTimeoutMs?: number;
   /** Start-up: orgs replayed from their first row with at least this many rows are cut by agent across threads. */
   partitionedReplayFrom?: number;
-  /** Start-up: threads of a partitioned replay (up to 4 by default, one per core). */
-  replayParts?: number;
+  /** Start-up: how a partitioned replay runs (threads, how long workers may take). */
+  replay?: ReplayOptions;
 }
 
 export async function startRuntime(config: Config, log: Log = jsonLog, options: RuntimeOptions = {}): Promise<Runtime> {
@@ -262,7 +262,7 @@ async function rebuildLargeOrgs(store: LmdbStore, held: readonly ReadonlyMap<str
   }
   if (jobs.length === 0) return new Map();
   try {
-    return await replayPartitioned(store, jobs, POLICY_V1, options.replayParts);
+    return await replayPartitioned(store, jobs, POLICY_V1, options.replay);
   } catch (error) {
     // Only a shortcut: the one replay on the bus rebuilds the same state, more slowly.
     log('warn', 'partitioned replay failed; replaying in one pass', { error: String(error) });

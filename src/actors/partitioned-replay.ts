@@ -53,18 +53,34 @@ export type RawLedger = Pick<LmdbStore, 'scanRaw'>;
 /** Rows decoded and folded at once (the bus's chunk size). */
 const CHUNK = 1024;
 
+/** How a partitioned replay runs; the defaults suit production, tests change them. */
+export interface ReplayOptions {
+  /** Threads, this one included (one per core, up to 4, by default). */
+  parts?: number;
+  /**
+   * Workers get at least this long after this thread's part ends (10 s), or three times what that
+   * part took if more; past it they are stopped and the replay fails (the caller falls back).
+   */
+  minWaitMs?: number;
+  /** The worker module, relative to src/ (a test may name one that never answers). */
+  workerModule?: string;
+}
+
 /**
- * Replays the given orgs from the ledger, cut into `parts` by agent (this thread does part 0,
+ * Replays the given orgs from the ledger, cut into parts by agent (this thread does part 0,
  * workers the others), and returns each org's rebuilt state as of its `to`.
  */
-export async function replayPartitioned(store: LmdbStore, jobs: ReplayJob[], policy: Policy, threads = defaultParts()): Promise<Map<string, OrgRebuild>> {
-  const parts = Math.max(1, Math.floor(threads) || 1);
+export async function replayPartitioned(store: LmdbStore, jobs: ReplayJob[], policy: Policy, options: ReplayOptions = {}): Promise<Map<string, OrgRebuild>> {
+  const parts = Math.max(1, Math.floor(options.parts ?? defaultParts()) || 1);
   const workers: PartWorker[] = [];
   let all: OrgRebuild[][];
   try {
-    for (let part = 1; part < parts; part++) workers.push(startWorker({ dir: store.dir, jobs, part, parts, policy }));
+    for (let part = 1; part < parts; part++) workers.push(startWorker({ dir: store.dir, jobs, part, parts, policy }, options.workerModule ?? WORKER_MODULE));
+    const started = performance.now();
     const local = replayPart(store, jobs, 0, parts, policy);
-    all = [local, ...(await Promise.all(workers.map((w) => w.result)))];
+    // The parts are of a size: a worker far behind this thread is stuck, not slow.
+    const waitMs = Math.max(options.minWaitMs ?? 10_000, 3 * (performance.now() - started));
+    all = [local, ...(await withDeadline(Promise.all(workers.map((w) => w.result)), waitMs))];
   } finally {
     // On failure the others stop too (their part is of no use); done ones are already exiting.
     for (const w of workers) void w.worker.terminate();
@@ -149,9 +165,11 @@ interface PartWorker {
   result: Promise<OrgRebuild[]>;
 }
 
+const WORKER_MODULE = './actors/replay-worker.ts';
+
 /** Runs one part in a worker thread that exits when done. */
-function startWorker(job: PartJob): PartWorker {
-  const worker = new Worker(new URL('../ts-worker.mjs', import.meta.url), { workerData: { module: './actors/replay-worker.ts', job } });
+function startWorker(job: PartJob, module: string): PartWorker {
+  const worker = new Worker(new URL('../ts-worker.mjs', import.meta.url), { workerData: { module, job } });
   const result = new Promise<OrgRebuild[]>((resolve, reject) => {
     let settled = false;
     worker.once('message', (message: { states?: OrgRebuild[]; error?: string }) => {
@@ -170,4 +188,12 @@ function startWorker(job: PartJob): PartWorker {
   // A worker that fails while this thread still runs its own part must not go unhandled.
   result.catch(() => undefined);
   return { worker, result };
+}
+
+function withDeadline<T>(promise: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`replay workers did not finish within ${Math.round(ms)} ms of this thread's part`)), ms);
+  });
+  return Promise.race([promise, late]).finally(() => clearTimeout(timer));
 }

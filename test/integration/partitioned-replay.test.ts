@@ -107,7 +107,7 @@ describe('partitioned start-up replay', () => {
       expect(expected.reviews.decided.length).toBeGreaterThan(0);
       expect(expected.exports.exports).toHaveLength(2);
       expect(expected.writer.held.length + expected.writer.closed.length).toBeGreaterThan(10);
-      const rebuilt = await replayPartitioned(store, [{ org: ORG, to: length }], POLICY_V1, parts);
+      const rebuilt = await replayPartitioned(store, [{ org: ORG, to: length }], POLICY_V1, { parts });
       expect(normal(rebuilt.get(ORG)!)).toEqual(normal(expected));
       // Open items oldest first and decisions in the order made, as the queue lists them.
       expect(rebuilt.get(ORG)!.reviews.open).toEqual(expected.reviews.open);
@@ -121,7 +121,7 @@ describe('partitioned start-up replay', () => {
     const [a, b] = [await firstStartCopy(), await firstStartCopy()];
     const base = { VIGIL_BASE_URL: 'http://vigil.test' };
     const logs: { msg: string; fields?: Record<string, unknown> }[] = [];
-    const cut = await startServer(base, a, logs, { partitionedReplayFrom: 1, replayParts: 3 });
+    const cut = await startServer(base, a, logs, { partitionedReplayFrom: 1, replay: { parts: 3 } });
     const one = await startServer(base, b, undefined, { partitionedReplayFrom: Number.POSITIVE_INFINITY });
     try {
       expect(logs.find((l) => l.msg === 'state rebuilt from the ledger')?.fields?.partitioned).toBe(1);
@@ -159,7 +159,7 @@ describe('partitioned start-up replay', () => {
   it('a ledger with a row missing falls back to the one-pass replay', async () => {
     const copy = await firstStartCopy((ledger) => ledger.remove([ORG, 7]));
     const logs: { msg: string; fields?: Record<string, unknown> }[] = [];
-    const server = await startServer({}, copy, logs, { partitionedReplayFrom: 1, replayParts: 2 });
+    const server = await startServer({}, copy, logs, { partitionedReplayFrom: 1, replay: { parts: 2 } });
     try {
       expect(logs.find((l) => l.msg === 'partitioned replay failed; replaying in one pass')?.fields?.error).toMatch(/rows expected/);
       expect(logs.find((l) => l.msg === 'state rebuilt from the ledger')?.fields?.partitioned).toBe(0);
@@ -175,9 +175,13 @@ describe('partitioned start-up replay', () => {
     try {
       // The worker opens the data dir it is given: one that does not exist.
       const elsewhere = Object.assign(Object.create(store) as LmdbStore, { dir: `${dir}-missing` });
-      await expect(replayPartitioned(elsewhere, [{ org: ORG, to: length }], POLICY_V1, 2)).rejects.toThrow();
+      await expect(replayPartitioned(elsewhere, [{ org: ORG, to: length }], POLICY_V1, { parts: 2 })).rejects.toThrow();
+      // A worker that never answers is stopped once this thread's part is long done.
+      const started = Date.now();
+      await expect(replayPartitioned(store, [{ org: ORG, to: length }], POLICY_V1, { parts: 2, minWaitMs: 300, workerModule: '../test/support/silent-worker.ts' })).rejects.toThrow(/did not finish within/);
+      expect(Date.now() - started).toBeLessThan(20_000);
       // A nonsensical part count is one part, not an empty state.
-      const one = await replayPartitioned(store, [{ org: ORG, to: length }], POLICY_V1, 0);
+      const one = await replayPartitioned(store, [{ org: ORG, to: length }], POLICY_V1, { parts: 0 });
       expect(one.get(ORG)!.writer.agents).toHaveLength(24);
     } finally {
       await store.close();
@@ -198,7 +202,7 @@ describe('partitioned start-up replay', () => {
       await first.close();
       copy = await firstStartCopy(undefined, first.dataDir);
       const logs: { msg: string; fields?: Record<string, unknown> }[] = [];
-      const again = await startServer(env, copy, logs, { partitionedReplayFrom: 1, replayParts: 2 });
+      const again = await startServer(env, copy, logs, { partitionedReplayFrom: 1, replay: { parts: 2 } });
       try {
         expect(logs.find((l) => l.msg === 'state rebuilt from the ledger')?.fields?.partitioned).toBe(1);
         // Deliveries are made during the replay, before the server listens: none was made again.
