@@ -8,7 +8,8 @@ import { join } from 'node:path';
 import { pack, unpack } from 'msgpackr';
 import { Bench } from 'tinybench';
 import { canonicalize } from '../src/domain/jcs.js';
-import { canonicalEntry, chainStep, GENESIS_HASH, makeRow, sha256, type LedgerRow } from '../src/domain/ledger.js';
+import { canonicalEntry, chainRows, chainStep, GENESIS_HASH, makeRow, sha256, type LedgerRow, type RowDraft } from '../src/domain/ledger.js';
+import { nativeSha256Chain } from '../src/store/batch-hash.js';
 import { POLICY_V1 } from '../src/domain/policy.js';
 import { FRESH_STATE, score, type ScoredEvent, type ScoringState } from '../src/domain/scoring.js';
 import { LmdbStore } from '../src/store/lmdb.js';
@@ -52,6 +53,26 @@ export function chainTarget(): MicroTarget {
     check: () => {
       const row = makeRow(prev, 7, 'event', RECORDED_AT, 'agent-1', EVENT_BODY);
       return row.contentHash.equals(content) && row.chainHash.equals(expected);
+    },
+  };
+}
+
+/** The writer's path: a batch of 64 rows hashed at once (native addon, or node:crypto without it). */
+export function chainBatchTarget(size = 64): MicroTarget {
+  const prev = sha256('previous');
+  const bodyJson = canonicalize(EVENT_BODY);
+  const drafts: RowDraft[] = Array.from({ length: size }, () => ({ kind: 'event', recordedAt: RECORDED_AT, agentId: 'agent-1', bodyJson, body: EVENT_BODY }));
+  return {
+    name: `JCS entries + SHA-256 chain, batch of ${size} (${nativeSha256Chain === null ? 'node:crypto' : 'native'}), per batch`,
+    run: () => chainRows(prev, 7, drafts, nativeSha256Chain),
+    check: () => {
+      const rows = chainRows(prev, 7, drafts, nativeSha256Chain);
+      let head = prev;
+      return rows.every((row, i) => {
+        const expected = makeRow(head, 7 + i, 'event', RECORDED_AT, 'agent-1', EVENT_BODY);
+        head = expected.chainHash;
+        return row.contentHash.equals(expected.contentHash) && row.chainHash.equals(expected.chainHash);
+      });
     },
   };
 }
@@ -139,7 +160,7 @@ export function jsonTarget(): MicroTarget {
 }
 
 export function microTargets(quick: boolean): MicroTarget[] {
-  return [chainTarget(), scoringTarget(), lmdbTarget(quick ? 200 : 1000), msgpackTarget(), jsonTarget()];
+  return [chainTarget(), chainBatchTarget(), scoringTarget(), lmdbTarget(quick ? 200 : 1000), msgpackTarget(), jsonTarget()];
 }
 
 export interface MicroResult {

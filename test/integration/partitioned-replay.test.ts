@@ -185,6 +185,7 @@ describe('partitioned start-up replay', () => {
       expect(one.get(ORG)!.writer.agents).toHaveLength(24);
     } finally {
       await store.close();
+      removeDir(`${dir}-missing`); // lmdb creates the directory before it finds no database there
     }
   });
 

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { chainTarget, jsonTarget, lmdbTarget, msgpackTarget, scoringTarget } from '../../bench/micro.js';
+import { chainBatchTarget, chainTarget, jsonTarget, lmdbTarget, msgpackTarget, scoringTarget } from '../../bench/micro.js';
 
 describe('micro benchmark targets compute the right result', () => {
-  for (const make of [chainTarget, scoringTarget, msgpackTarget, jsonTarget]) {
+  for (const make of [chainTarget, () => chainBatchTarget(), scoringTarget, msgpackTarget, jsonTarget]) {
     it(make().name, async () => {
       expect(await make().check()).toBe(true);
     });
