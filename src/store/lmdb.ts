@@ -6,13 +6,12 @@ import type { AppendOptions, AppendOutcome, LedgerStore } from './ledger-store.j
 import { decodeRow, encodeRow, type StoredRow } from './row-codec.js';
 import type { KeyRecord, OrgRecord, RegistryStore } from './registry-store.js';
 import type { Snapshot, SnapshotStore } from './snapshot-store.js';
-import { deliveryMonth, isBilledDelivery, type DeliveryRecord, type WebhookRecord, type WebhookStore } from './webhook-store.js';
+import { LmdbWebhookTables } from './lmdb-webhooks.js';
+import type { DeliveryRecord, WebhookRecord, WebhookStore } from './webhook-store.js';
 
 export type Durability = 'sync' | 'process';
 
 type LedgerKey = [string, number];
-/** [org, webhook id, delivery id] */
-type DeliveryKey = [string, number, number];
 
 /**
  * LMDB adapter for the ledger and registry (one environment, several named databases).
@@ -33,18 +32,8 @@ export class LmdbStore implements LedgerStore, RegistryStore, SnapshotStore, Web
   /** Per org: value and version are the last seq (the append fence). */
   private tails!: Database<number, string>;
   private snapshots!: Database<Snapshot, string>;
-  private webhooks!: Database<WebhookRecord, [string, number]>;
-  private deliveries!: Database<DeliveryRecord, DeliveryKey>;
-  /** The keys of queued deliveries only, so a start finds them without reading every delivery. */
-  private deliveryQueue!: Database<number, DeliveryKey>;
-  private deliveryCursorsDb!: Database<number, string>;
-  /**
-   * Billed deliveries per [org, month]. Kept here, in the transaction that writes the deliveries,
-   * rather than in the usage meter: whether a delivery exists depends on which webhooks were active
-   * and subscribed when its record committed, and whether it is billed on whether it was cancelled
-   * before an attempt; neither is in the ledger, so a meter rebuilt from the ledger could not tell.
-   */
-  private deliveryUsage!: Database<number, [string, string]>;
+  /** Webhooks and deliveries (lmdb-webhooks.ts), in the same environment. */
+  private hooks!: LmdbWebhookTables;
   private readonly readOnly: boolean;
 
   constructor(
@@ -57,7 +46,7 @@ export class LmdbStore implements LedgerStore, RegistryStore, SnapshotStore, Web
     this.openEnv();
     if (!this.readOnly) {
       this.repairTails();
-      this.seedDeliveryUsage();
+      this.hooks.seedDeliveryUsage();
     }
   }
 
@@ -92,11 +81,7 @@ export class LmdbStore implements LedgerStore, RegistryStore, SnapshotStore, Web
     this.keysDb = this.root.openDB<KeyRecord, string>({ name: 'keys' });
     this.tails = this.root.openDB<number, string>({ name: 'tails', useVersions: true });
     this.snapshots = this.root.openDB<Snapshot, string>({ name: 'snapshots' });
-    this.webhooks = this.root.openDB<WebhookRecord, [string, number]>({ name: 'webhooks' });
-    this.deliveries = this.root.openDB<DeliveryRecord, DeliveryKey>({ name: 'deliveries' });
-    this.deliveryQueue = this.root.openDB<number, DeliveryKey>({ name: 'delivery_queue' });
-    this.deliveryCursorsDb = this.root.openDB<number, string>({ name: 'delivery_cursors' });
-    this.deliveryUsage = this.root.openDB<number, [string, string]>({ name: 'delivery_usage' });
+    this.hooks = new LmdbWebhookTables(this.root, () => this.durable());
   }
 
   /** A tail behind its ledger (a data dir written before tails existed) is moved up to it. */
@@ -105,22 +90,6 @@ export class LmdbStore implements LedgerStore, RegistryStore, SnapshotStore, Web
       const seq = this.last(org)?.seq ?? 0;
       if ((this.tails.get(org) ?? 0) < seq) this.tails.putSync(org, seq, seq);
     }
-  }
-
-  /**
-   * A data dir written before delivery_usage existed has deliveries and no counters: count them
-   * once. Every month with a delivery gets a key (0 included), so this never runs twice.
-   */
-  private seedDeliveryUsage(): void {
-    if (this.deliveryUsage.getKeysCount() > 0 || this.deliveries.getKeysCount() === 0) return;
-    const counts = new Map<string, number>();
-    for (const { value: d } of this.deliveries.getRange({})) {
-      const key = `${d.org}\u0000${deliveryMonth(d)}`;
-      counts.set(key, (counts.get(key) ?? 0) + Number(isBilledDelivery(d)));
-    }
-    this.root.transactionSync(() => {
-      for (const [key, n] of counts) this.deliveryUsage.putSync(key.split('\u0000') as [string, string], n);
-    });
   }
 
   async append(org: string, rows: readonly LedgerRow[], expectedLastSeq: number, options?: AppendOptions): Promise<AppendOutcome> {
@@ -250,58 +219,35 @@ export class LmdbStore implements LedgerStore, RegistryStore, SnapshotStore, Web
   }
 
   listAllWebhooks(): WebhookRecord[] {
-    return [...this.webhooks.getRange({}).map(({ value }) => value)];
+    return this.hooks.listAllWebhooks();
   }
 
-  async putWebhook(webhook: WebhookRecord): Promise<void> {
-    await this.webhooks.put([webhook.org, webhook.id], webhook);
-    await this.durable();
+  putWebhook(webhook: WebhookRecord): Promise<void> {
+    return this.hooks.putWebhook(webhook);
   }
 
-  async putDeliveries(deliveries: readonly DeliveryRecord[], cursors?: ReadonlyMap<string, number>): Promise<void> {
-    await this.root.transaction(() => {
-      for (const d of deliveries) {
-        const key: DeliveryKey = [d.org, d.webhook_id, d.id];
-        // Read in the write transaction, so the counter moves exactly when billability does.
-        const before = this.deliveries.get(key);
-        const delta = Number(isBilledDelivery(d)) - (before === undefined ? 0 : Number(isBilledDelivery(before)));
-        const usage: [string, string] = [d.org, deliveryMonth(d)];
-        if (delta !== 0 || before === undefined) void this.deliveryUsage.put(usage, (this.deliveryUsage.get(usage) ?? 0) + delta);
-        void this.deliveries.put(key, d);
-        if (d.status === 'queued') void this.deliveryQueue.put(key, 1);
-        else void this.deliveryQueue.remove(key);
-      }
-      if (cursors !== undefined) for (const [org, seq] of cursors) void this.deliveryCursorsDb.put(org, seq);
-    });
-    await this.durable();
+  putDeliveries(deliveries: readonly DeliveryRecord[], cursors?: ReadonlyMap<string, number>): Promise<void> {
+    return this.hooks.putDeliveries(deliveries, cursors);
   }
 
   listDeliveries(org: string, webhookId: number, limit: number): DeliveryRecord[] {
-    const range = this.deliveries.getRange({ start: [org, webhookId, Infinity], end: [org, webhookId, 0], reverse: true, limit });
-    return [...range.map(({ value }) => value)];
+    return this.hooks.listDeliveries(org, webhookId, limit);
   }
 
   queuedDeliveries(): DeliveryRecord[] {
-    const out: DeliveryRecord[] = [];
-    for (const key of this.deliveryQueue.getKeys({})) {
-      const d = this.deliveries.get(key);
-      if (d !== undefined) out.push(d);
-    }
-    return out;
+    return this.hooks.queuedDeliveries();
   }
 
   countDeliveries(org: string, month: string): number {
-    return this.deliveryUsage.get([org, month]) ?? 0;
+    return this.hooks.countDeliveries(org, month);
   }
 
   lastDeliveryId(): number {
-    let last = 0;
-    for (const key of this.deliveries.getKeys({})) if (key[2] > last) last = key[2];
-    return last;
+    return this.hooks.lastDeliveryId();
   }
 
   deliveryCursors(): Map<string, number> {
-    return new Map(this.deliveryCursorsDb.getRange({}).map(({ key, value }) => [key, value] as [string, number]));
+    return this.hooks.deliveryCursors();
   }
 
   isEmpty(): boolean {

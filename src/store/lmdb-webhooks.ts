@@ -1,0 +1,107 @@
+import type { Database, RootDatabase } from 'lmdb';
+import { deliveryMonth, isBilledDelivery, type DeliveryRecord, type WebhookRecord, type WebhookStore } from './webhook-store.js';
+
+/** [org, webhook id, delivery id] */
+type DeliveryKey = [string, number, number];
+
+/**
+ * The webhook and delivery tables of the LMDB environment (LmdbStore holds one per opening of the
+ * environment and hands WebhookStore calls to it). Every write is one transaction and waits for
+ * the store's durability.
+ */
+export class LmdbWebhookTables implements WebhookStore {
+  private readonly webhooks: Database<WebhookRecord, [string, number]>;
+  private readonly deliveries: Database<DeliveryRecord, DeliveryKey>;
+  /** The keys of queued deliveries only, so a start finds them without reading every delivery. */
+  private readonly deliveryQueue: Database<number, DeliveryKey>;
+  private readonly deliveryCursorsDb: Database<number, string>;
+  /**
+   * Billed deliveries per [org, month]. Kept here, in the transaction that writes the deliveries,
+   * rather than in the usage meter: whether a delivery exists depends on which webhooks were active
+   * and subscribed when its record committed, and whether it is billed on whether it was cancelled
+   * before an attempt; neither is in the ledger, so a meter rebuilt from the ledger could not tell.
+   */
+  private readonly deliveryUsage: Database<number, [string, string]>;
+
+  constructor(
+    private readonly root: RootDatabase,
+    private readonly durable: () => Promise<void>,
+  ) {
+    this.webhooks = root.openDB<WebhookRecord, [string, number]>({ name: 'webhooks' });
+    this.deliveries = root.openDB<DeliveryRecord, DeliveryKey>({ name: 'deliveries' });
+    this.deliveryQueue = root.openDB<number, DeliveryKey>({ name: 'delivery_queue' });
+    this.deliveryCursorsDb = root.openDB<number, string>({ name: 'delivery_cursors' });
+    this.deliveryUsage = root.openDB<number, [string, string]>({ name: 'delivery_usage' });
+  }
+
+  /**
+   * A data dir written before delivery_usage existed has deliveries and no counters: count them
+   * once. Every month with a delivery gets a key (0 included), so this never runs twice.
+   */
+  seedDeliveryUsage(): void {
+    if (this.deliveryUsage.getKeysCount() > 0 || this.deliveries.getKeysCount() === 0) return;
+    const counts = new Map<string, number>();
+    for (const { value: d } of this.deliveries.getRange({})) {
+      const key = `${d.org}\u0000${deliveryMonth(d)}`;
+      counts.set(key, (counts.get(key) ?? 0) + Number(isBilledDelivery(d)));
+    }
+    this.root.transactionSync(() => {
+      for (const [key, n] of counts) this.deliveryUsage.putSync(key.split('\u0000') as [string, string], n);
+    });
+  }
+
+  listAllWebhooks(): WebhookRecord[] {
+    return [...this.webhooks.getRange({}).map(({ value }) => value)];
+  }
+
+  async putWebhook(webhook: WebhookRecord): Promise<void> {
+    await this.webhooks.put([webhook.org, webhook.id], webhook);
+    await this.durable();
+  }
+
+  async putDeliveries(deliveries: readonly DeliveryRecord[], cursors?: ReadonlyMap<string, number>): Promise<void> {
+    await this.root.transaction(() => {
+      for (const d of deliveries) {
+        const key: DeliveryKey = [d.org, d.webhook_id, d.id];
+        // Read in the write transaction, so the counter moves exactly when billability does.
+        const before = this.deliveries.get(key);
+        const delta = Number(isBilledDelivery(d)) - (before === undefined ? 0 : Number(isBilledDelivery(before)));
+        const usage: [string, string] = [d.org, deliveryMonth(d)];
+        if (delta !== 0 || before === undefined) void this.deliveryUsage.put(usage, (this.deliveryUsage.get(usage) ?? 0) + delta);
+        void this.deliveries.put(key, d);
+        if (d.status === 'queued') void this.deliveryQueue.put(key, 1);
+        else void this.deliveryQueue.remove(key);
+      }
+      if (cursors !== undefined) for (const [org, seq] of cursors) void this.deliveryCursorsDb.put(org, seq);
+    });
+    await this.durable();
+  }
+
+  listDeliveries(org: string, webhookId: number, limit: number): DeliveryRecord[] {
+    const range = this.deliveries.getRange({ start: [org, webhookId, Infinity], end: [org, webhookId, 0], reverse: true, limit });
+    return [...range.map(({ value }) => value)];
+  }
+
+  queuedDeliveries(): DeliveryRecord[] {
+    const out: DeliveryRecord[] = [];
+    for (const key of this.deliveryQueue.getKeys({})) {
+      const d = this.deliveries.get(key);
+      if (d !== undefined) out.push(d);
+    }
+    return out;
+  }
+
+  countDeliveries(org: string, month: string): number {
+    return this.deliveryUsage.get([org, month]) ?? 0;
+  }
+
+  lastDeliveryId(): number {
+    let last = 0;
+    for (const key of this.deliveries.getKeys({})) if (key[2] > last) last = key[2];
+    return last;
+  }
+
+  deliveryCursors(): Map<string, number> {
+    return new Map(this.deliveryCursorsDb.getRange({}).map(({ key, value }) => [key, value] as [string, number]));
+  }
+}
