@@ -20,8 +20,8 @@ import { mergeMeters, UsageMeter, type MeterSnapshot } from './usage-meter.js';
  * by agent: each part (this thread and N−1 workers) reads all rows as raw bytes, cheaply, but
  * decodes and folds only its own agents' (exports go to part 0), with the very consumers the live
  * path uses. The parts' states are then joined into what one replay would have built (tested
- * against it). Only orgs that no checkpoint covers are replayed this way; the bus carries every
- * row after the replayed tail, as usual.
+ * against it). Only orgs whose replay would start at their first row are replayed this way; the
+ * bus carries every row after the replayed tail, as usual.
  */
 
 /** What a replay rebuilds for one org: the writer's state and each projection's. */
@@ -39,6 +39,7 @@ export interface ReplayJob {
   to: number;
 }
 
+/** What a worker is given: one part of every job, read-only from the data dir. */
 export interface PartJob {
   dir: string;
   jobs: ReplayJob[];
