@@ -1,17 +1,17 @@
 import { randomUUID } from 'node:crypto';
 import { AgentDirectory } from './actors/agent-directory.js';
-import { newerThan, replayAfter, restoreCheckpoints, saveCheckpoints } from './actors/checkpoints.js';
+import { saveCheckpoints } from './actors/checkpoints.js';
 import { DeliveryActor } from './actors/delivery-actor.js';
 import { ExportLog } from './actors/export-log.js';
 import { OrgActors } from './actors/org-actors.js';
-import { replayPartitioned, type OrgRebuild, type ReplayJob, type ReplayOptions } from './actors/partitioned-replay.js';
+import type { ReplayOptions } from './actors/partitioned-replay.js';
 import { PublicRecords } from './actors/public-records.js';
+import { startConsumers } from './actors/start-up.js';
 import { ReviewQueue } from './actors/review-queue.js';
 import { UsageMeter } from './actors/usage-meter.js';
 import { WebhookRegistry } from './actors/webhook-registry.js';
 import type { Bus } from './bus/bus.js';
 import { blockingLimit, nextMonthStart } from './domain/billing.js';
-import type { LedgerRow } from './domain/ledger.js';
 import { MemoryBus } from './bus/memory.js';
 import { withBoundPort, type Config } from './config.js';
 import { OpenAiCompatibleModel } from './demo/openai-model.js';
@@ -116,69 +116,19 @@ export async function startRuntime(config: Config, log: Log = jsonLog, options: 
     ...(lookup === undefined ? {} : { lookup }),
     log,
   });
-  const started = performance.now();
-  // Checkpoints seed the state; one pass over the rest of the ledger rebuilds the projections,
-  // the org writers and the deliveries not yet made.
-  const restored = restoreCheckpoints(store, projections, actors, digest);
-  const held = {
-    directory: restored.projections.get('directory')!,
-    reviews: restored.projections.get('reviews')!,
-    meter: restored.projections.get('meter')!,
-    exports: restored.projections.get('exports')!,
-    deliveries: new Map(deliveries.cursors()),
-  };
-  const checkpointed = [restored.writer, held.directory, held.reviews, held.meter, held.exports];
-  const rebuilt = await rebuildLargeOrgs(store, checkpointed, options, log);
-  // The replay read the whole ledger: let LMDB's cached mappings of it go (see LmdbStore.reopen).
-  if (rebuilt.size > 0) await store.reopen();
-  // Checkpoints of an org rebuilt in full are not used (its state is replaced below).
-  const checkpointsUsed = checkpointed.reduce((n, m) => n + [...m.keys()].filter((org) => !rebuilt.has(org)).length, 0);
-  for (const [org, state] of rebuilt) {
-    actors.restore(org, state.writer);
-    restored.writer.set(org, state.writer.lastSeq);
-    directory.restore(org, state.directory);
-    held.directory.set(org, state.directory.length);
-    reviews.restore(org, state.reviews);
-    held.reviews.set(org, state.reviews.length);
-    meter.restore(org, state.meter);
-    held.meter.set(org, state.meter.length);
-    exportLog.restore(org, state.exports);
-    held.exports.set(org, state.exports.length);
-    if (deliveries.skipTo(org, state.writer.lastSeq)) held.deliveries.set(org, state.writer.lastSeq);
-  }
-  let replaying = true;
-  await bus.subscribe(
-    (org, rows) => {
-      if (!replaying) {
-        directory.onCommitted(org, rows);
-        reviews.onCommitted(org, rows);
-        meter.onCommitted(org, rows);
-        exportLog.onCommitted(org, rows);
-        // Deliveries are stored before the writer answers the request that caused them.
-        return deliveries.onCommitted(org, rows);
-      }
-      const feed = (consumer: (org: string, rows: readonly LedgerRow[]) => unknown, seq: number | undefined): void => {
-        const newer = newerThan(rows, seq);
-        if (newer.length > 0) consumer(org, newer);
-      };
-      feed(directory.onCommitted, held.directory.get(org));
-      feed(reviews.onCommitted, held.reviews.get(org));
-      feed(meter.onCommitted, held.meter.get(org));
-      feed(exportLog.onCommitted, held.exports.get(org));
-      feed(deliveries.onCommitted, held.deliveries.get(org));
-      feed(actors.onReplay, restored.writer.get(org));
-      return undefined;
-    },
-    { after: replayAfter(store.orgs(), [restored.writer, ...Object.values(held)]) },
-  );
-  replaying = false;
-  actors.finishReplay();
-  deliveries.start();
-  log('info', 'state rebuilt from the ledger', {
-    ms: Math.round(performance.now() - started),
-    checkpoints: checkpointsUsed,
-    partitioned: rebuilt.size,
+  const rebuilt = await startConsumers({
+    store,
+    bus,
+    actors,
+    projections,
+    deliveries,
+    policy: POLICY_V1,
+    policyDigest: digest,
+    log,
+    partitionedReplayFrom: options.partitionedReplayFrom,
+    replay: options.replay,
   });
+  log('info', 'state rebuilt from the ledger', rebuilt);
   // Checkpoints now and then bound the replay after a crash; a clean stop saves them too.
   let saved = new Map<string, number>();
   let saving: Promise<unknown> = Promise.resolve();
@@ -247,31 +197,6 @@ export async function startRuntime(config: Config, log: Log = jsonLog, options: 
     },
   };
 }
-
-/**
- * Orgs whose replay would start from their first row (a first start, or checkpoints that no longer
- * match) and whose ledger is large are rebuilt by agent across threads (partitioned-replay.ts).
- */
-async function rebuildLargeOrgs(store: LmdbStore, held: readonly ReadonlyMap<string, number>[], options: RuntimeOptions, log: Log): Promise<Map<string, OrgRebuild>> {
-  const from = options.partitionedReplayFrom ?? PARTITIONED_REPLAY_FROM;
-  const jobs: ReplayJob[] = [];
-  for (const org of store.orgs()) {
-    if (held.every((m) => m.has(org))) continue;
-    const to = store.last(org)?.seq ?? 0;
-    if (to >= from) jobs.push({ org, to });
-  }
-  if (jobs.length === 0) return new Map();
-  try {
-    return await replayPartitioned(store, jobs, POLICY_V1, options.replay);
-  } catch (error) {
-    // Only a shortcut: the one replay on the bus rebuilds the same state, more slowly.
-    log('warn', 'partitioned replay failed; replaying in one pass', { error: String(error) });
-    return new Map();
-  }
-}
-
-/** Below this many rows, threads cost more than they save. */
-const PARTITIONED_REPLAY_FROM = 50_000;
 
 async function bootstrap(config: Config, store: LmdbStore, registry: Registry, log: Log): Promise<string | null> {
   if (config.bootstrap !== undefined) {
