@@ -31,6 +31,8 @@ export interface BenchReport {
   ratios: Ratio[];
   ledger: Record<string, number | string>;
   goals: { name: string; target: string; measured: string; met: boolean }[];
+  /** What a reader should know to read the figures (e.g. a load generator that caps them). */
+  notes?: string[];
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -151,6 +153,7 @@ export function printReport(r: BenchReport): void {
   for (const [title, table] of sections(r)) out.push('', title, renderText(table));
   const met = r.goals.filter((g) => g.met).length;
   if (r.goals.length > 0) out.push('', `${met}/${r.goals.length} goals met`);
+  for (const note of r.notes ?? []) out.push('', `note: ${note}`);
   out.push('');
   console.log(out.join('\n'));
 }
@@ -272,6 +275,7 @@ function renderMarkdown(r: BenchReport): string {
     if (title === 'Ratios' && r.ratios.length > 0) out.push('', ratioChartSvg(r.ratios));
   }
   if (r.goals.length > 0) out.push('', `${r.goals.filter((g) => g.met).length}/${r.goals.length} goals met.`);
+  for (const note of r.notes ?? []) out.push('', `Note: ${mdCell(note)}`);
   out.push('');
   return out.join('\n');
 }
