@@ -1,12 +1,12 @@
 import type { Bus } from '../bus/bus.js';
 import type { OrgCommand, OrgReply } from '../bus/messages.js';
 import { canonicalize } from '../domain/jcs.js';
-import type { Sha256Chain } from '../domain/ledger-batch.js';
-import { chainRows, GENESIS_HASH, type RowDraft } from '../domain/ledger.js';
+import { chainRows, type RowDraft, type Sha256Chain } from '../domain/ledger-batch.js';
+import { GENESIS_HASH } from '../domain/ledger.js';
 import { emptyOrgState, NO_LIMITS, planExport, planIngest, planRegister, planReview, planUpdate, type OrgState, type Planned, type PlannedRecord, type WriterLimits } from '../domain/org-state.js';
 import type { Policy } from '../domain/policy.js';
 import { ensureError } from '../errors.js';
-import { OrgRecovery, type WriterSnapshot } from './org-recovery.js';
+import { OrgRecovery, writerSnapshot, type WriterSnapshot } from './org-recovery.js';
 
 interface Pending {
   command: OrgCommand;
@@ -220,20 +220,7 @@ export class OrgLedgerActor {
     // committed (perhaps not yet flushed: a checkpoint is written in a later transaction, so it
     // never outlives the rows it describes).
     if (this.uncommitted > 0 || this.broken) return null;
-    return {
-      lastSeq: this.lastSeq,
-      head: this.head,
-      lastMs: this.lastRecordedMs,
-      nextEventId: this.state.nextEventId,
-      // New entries: planning goes on right after and replaces the entries' view and scoring
-      // (those objects themselves are never changed in place).
-      agents: [...this.state.agents].map(([id, e]) => [id, { view: e.view, scoring: e.scoring }]),
-      held: [...this.state.held],
-      closed: [...this.state.closed],
-      month: this.state.month,
-      monthEvents: this.state.monthEvents,
-      monthExports: this.state.monthExports,
-    };
+    return writerSnapshot(this.state, this.lastSeq, this.head, this.lastRecordedMs);
   }
 
   /** The state at the next moment everything planned is committed (at once when idle). */

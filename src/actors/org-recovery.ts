@@ -61,19 +61,7 @@ export class OrgRecovery {
 
   /** The state as plain data (a checkpoint's shape; also what a replay worker sends back). */
   snapshot(): WriterSnapshot {
-    const s = this.state;
-    return {
-      lastSeq: this.lastSeq,
-      head: this.head,
-      lastMs: this.lastMs,
-      nextEventId: s.nextEventId,
-      agents: [...s.agents],
-      held: [...s.held],
-      closed: [...s.closed],
-      month: s.month,
-      monthEvents: s.monthEvents,
-      monthExports: s.monthExports,
-    };
+    return writerSnapshot(this.state, this.lastSeq, this.head, this.lastMs);
   }
 
   apply(row: LedgerRow): void {
@@ -88,6 +76,25 @@ export class OrgRecovery {
     this.lastRow = row;
     this.lastAt = row.recordedAt;
   }
+}
+
+/**
+ * An org writer's state as plain data. Agent entries are new objects, so planning may go on and
+ * replace an entry's view and scoring (those objects themselves are never changed in place).
+ */
+export function writerSnapshot(state: OrgState, lastSeq: number, head: Buffer, lastMs: number): WriterSnapshot {
+  return {
+    lastSeq,
+    head,
+    lastMs,
+    nextEventId: state.nextEventId,
+    agents: [...state.agents].map(([id, e]) => [id, { view: e.view, scoring: e.scoring }]),
+    held: [...state.held],
+    closed: [...state.closed],
+    month: state.month,
+    monthEvents: state.monthEvents,
+    monthExports: state.monthExports,
+  };
 }
 
 /**

@@ -1,4 +1,4 @@
-import type { ChainVerifier } from './ledger.js';
+import { canonicalEntry, makeRow, type ChainVerifier, type LedgerRow } from './ledger.js';
 
 /** sha256Many(data, ends, out): message i is data[ends[i-1], ends[i]); digest i goes to out[32 i]. */
 export type Sha256Many = (data: Buffer, ends: Uint32Array, out: Buffer) => void;
@@ -9,6 +9,65 @@ export type Sha256Many = (data: Buffer, ends: Uint32Array, out: Buffer) => void;
  * its chain hash, SHA-256(previous chain ‖ content), the previous chain of row 0 being prev.
  */
 export type Sha256Chain = (prev: Buffer, data: Buffer, ends: Uint32Array, out: Buffer) => void;
+
+/** A record about to be appended: what is hashed, less its place in the chain. */
+export interface RowDraft {
+  kind: string;
+  recordedAt: string;
+  agentId: string | null;
+  /** The body's JCS text. */
+  bodyJson: string;
+  body: unknown;
+}
+
+/** Scratch for chainRows' canonical entries (hashing is synchronous, so one buffer serves every call). */
+const SCRATCH_FIRST = 1 << 16;
+const SCRATCH_KEPT = 1 << 20;
+let entries = Buffer.allocUnsafe(SCRATCH_FIRST);
+let ends = new Uint32Array(256);
+
+/**
+ * Builds the next rows of a chain: seq `firstSeq` onwards, after `prev`. With `sha256Chain` (the
+ * native batch hasher) every hash of the batch comes from one call; without it, from node:crypto
+ * two calls a row (≈ 6 µs a row here against ≈ 0.6 µs). The rows are the same either way.
+ */
+export function chainRows(prev: Buffer, firstSeq: number, drafts: readonly RowDraft[], sha256Chain: Sha256Chain | null): LedgerRow[] {
+  const rows: LedgerRow[] = [];
+  if (sha256Chain === null) {
+    for (const [i, d] of drafts.entries()) {
+      const row = makeRow(rows[i - 1]?.chainHash ?? prev, firstSeq + i, d.kind, d.recordedAt, d.agentId, d.body, d.bodyJson);
+      rows.push(row);
+    }
+    return rows;
+  }
+  const n = drafts.length;
+  if (ends.length < n) ends = new Uint32Array(2 ** Math.ceil(Math.log2(n)));
+  let at = 0;
+  for (let i = 0; i < n; i++) {
+    const d = drafts[i]!;
+    const entry = canonicalEntry(firstSeq + i, d.kind, d.recordedAt, d.agentId, d.bodyJson);
+    const need = at + 3 * entry.length; // UTF-8 takes at most 3 bytes per UTF-16 unit
+    if (need > entries.length) {
+      const grown = Buffer.allocUnsafe(Math.max(need, 2 * entries.length));
+      entries.copy(grown, 0, 0, at);
+      entries = grown;
+    }
+    at += entries.write(entry, at, 'utf8');
+    ends[i] = at;
+  }
+  // Not from Node's shared pool: the rows keep views of it.
+  const hashes = Buffer.allocUnsafeSlow(64 * n);
+  sha256Chain(prev, entries, ends.subarray(0, n), hashes);
+  // A batch of large bodies must not keep its scratch for the life of the process.
+  if (entries.length > SCRATCH_KEPT) entries = Buffer.allocUnsafe(SCRATCH_FIRST);
+  for (let i = 0; i < n; i++) {
+    const d = drafts[i]!;
+    const contentHash = hashes.subarray(64 * i, 64 * i + 32);
+    const chainHash = hashes.subarray(64 * i + 32, 64 * i + 64);
+    rows.push({ seq: firstSeq + i, kind: d.kind, recordedAt: d.recordedAt, agentId: d.agentId, bodyJson: d.bodyJson, contentHash, prevHash: i === 0 ? prev : rows[i - 1]!.chainHash, chainHash, body: d.body });
+  }
+  return rows;
+}
 
 /**
  * Where a stored row's fields sit in its bytes: slots of an Int32Array filled by the store's

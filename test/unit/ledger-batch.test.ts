@@ -1,9 +1,9 @@
 import { createHash } from 'node:crypto';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { LAYOUT_SLOTS, RowBatch, type Sha256Chain, type Sha256Many } from '../../src/domain/ledger-batch.js';
+import { chainRows, LAYOUT_SLOTS, RowBatch, type RowDraft, type Sha256Chain, type Sha256Many } from '../../src/domain/ledger-batch.js';
 import { canonicalize } from '../../src/domain/jcs.js';
-import { chainRows, ChainVerifier, GENESIS_HASH, makeRow, type LedgerRow, type RowDraft } from '../../src/domain/ledger.js';
+import { ChainVerifier, GENESIS_HASH, makeRow, type LedgerRow } from '../../src/domain/ledger.js';
 import { nativeSha256Chain, nativeSha256Many } from '../../src/store/batch-hash.js';
 import { encodeRow, readLayout } from '../../src/store/row-codec.js';
 
