@@ -1,5 +1,4 @@
-import type { Bus } from '../bus/bus.js';
-import type { LedgerRow } from '../domain/ledger.js';
+import type { Bus, CommittedHandler } from '../bus/bus.js';
 import type { Policy } from '../domain/policy.js';
 import type { LmdbStore } from '../store/lmdb.js';
 import type { AgentDirectory } from './agent-directory.js';
@@ -25,6 +24,9 @@ export interface StartUp {
   replay?: ReplayOptions | undefined;
 }
 
+/** The projections, by their checkpoint names (and their keys in StartUp.projections). */
+const PROJECTIONS = ['directory', 'reviews', 'meter', 'exports'] as const;
+
 /** Below this many rows, threads cost more than they save. */
 const PARTITIONED_REPLAY_FROM = 50_000;
 
@@ -37,58 +39,46 @@ const PARTITIONED_REPLAY_FROM = 50_000;
  */
 export async function startConsumers(s: StartUp): Promise<{ ms: number; checkpoints: number; partitioned: number }> {
   const started = performance.now();
-  const { directory, reviews, meter, exports } = s.projections;
   const restored = restoreCheckpoints(s.store, s.projections, s.actors, s.policyDigest);
-  const held = {
-    directory: restored.projections.get('directory')!,
-    reviews: restored.projections.get('reviews')!,
-    meter: restored.projections.get('meter')!,
-    exports: restored.projections.get('exports')!,
-    deliveries: new Map(s.deliveries.cursors()),
-  };
-  const checkpointed = [restored.writer, held.directory, held.reviews, held.meter, held.exports];
+  /** Per projection, per org, the seq it holds. */
+  const held = new Map(PROJECTIONS.map((name) => [name, restored.projections.get(name)!]));
+  const checkpointed = [restored.writer, ...held.values()];
   const rebuilt = await rebuildLargeOrgs(s, checkpointed);
   // The replay read the whole ledger: let LMDB's cached mappings of it go (see LmdbStore.reopen).
   if (rebuilt.size > 0) await s.store.reopen();
   // Checkpoints of an org rebuilt in full are not used (its state is replaced below).
   const checkpoints = checkpointed.reduce((n, m) => n + [...m.keys()].filter((org) => !rebuilt.has(org)).length, 0);
+  const deliveriesHeld = new Map(s.deliveries.cursors());
   for (const [org, state] of rebuilt) {
     s.actors.restore(org, state.writer);
     restored.writer.set(org, state.writer.lastSeq);
-    directory.restore(org, state.directory);
-    held.directory.set(org, state.directory.length);
-    reviews.restore(org, state.reviews);
-    held.reviews.set(org, state.reviews.length);
-    meter.restore(org, state.meter);
-    held.meter.set(org, state.meter.length);
-    exports.restore(org, state.exports);
-    held.exports.set(org, state.exports.length);
-    if (s.deliveries.skipTo(org, state.writer.lastSeq)) held.deliveries.set(org, state.writer.lastSeq);
+    for (const name of PROJECTIONS) {
+      s.projections[name].restore(org, state[name] as never);
+      held.get(name)!.set(org, state[name].length);
+    }
+    if (s.deliveries.skipTo(org, state.writer.lastSeq)) deliveriesHeld.set(org, state.writer.lastSeq);
   }
+  const consumers: [CommittedHandler, ReadonlyMap<string, number>][] = [
+    ...PROJECTIONS.map((name): [CommittedHandler, ReadonlyMap<string, number>] => [s.projections[name].onCommitted, held.get(name)!]),
+    [s.deliveries.onCommitted, deliveriesHeld],
+    [s.actors.onReplay, restored.writer],
+  ];
   let replaying = true;
   await s.bus.subscribe(
     (org, rows) => {
       if (!replaying) {
-        directory.onCommitted(org, rows);
-        reviews.onCommitted(org, rows);
-        meter.onCommitted(org, rows);
-        exports.onCommitted(org, rows);
+        for (const name of PROJECTIONS) s.projections[name].onCommitted(org, rows);
         // Deliveries are stored before the writer answers the request that caused them.
         return s.deliveries.onCommitted(org, rows);
       }
-      const feed = (consumer: (org: string, rows: readonly LedgerRow[]) => unknown, seq: number | undefined): void => {
-        const newer = newerThan(rows, seq);
-        if (newer.length > 0) consumer(org, newer);
-      };
-      feed(directory.onCommitted, held.directory.get(org));
-      feed(reviews.onCommitted, held.reviews.get(org));
-      feed(meter.onCommitted, held.meter.get(org));
-      feed(exports.onCommitted, held.exports.get(org));
-      feed(s.deliveries.onCommitted, held.deliveries.get(org));
-      feed(s.actors.onReplay, restored.writer.get(org));
+      // Each consumer takes only the rows past what it holds.
+      for (const [consumer, seqs] of consumers) {
+        const newer = newerThan(rows, seqs.get(org));
+        if (newer.length > 0) void consumer(org, newer);
+      }
       return undefined;
     },
-    { after: replayAfter(s.store.orgs(), [restored.writer, ...Object.values(held)]) },
+    { after: replayAfter(s.store.orgs(), consumers.map(([, seqs]) => seqs)) },
   );
   replaying = false;
   s.actors.finishReplay();
