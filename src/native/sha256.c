@@ -1,108 +1,127 @@
-// Batched SHA-256 for the ledger (verification and appends): one call hashes many messages with OpenSSL's SHA256
-// (the copy inside Node, which uses the CPU's SHA extensions), so the per-call overhead of
-// node:crypto is paid once per batch instead of twice per ledger record.
+// Batched SHA-256 for the ledger (verification and appends): one call hashes many messages with
+// OpenSSL's SHA256 (the copy inside Node, which uses the CPU's SHA extensions), so the per-call
+// overhead of node:crypto is paid once per batch instead of twice per ledger record.
 #include <node_api.h>
 #include <openssl/sha.h>
 #include <stdint.h>
 #include <string.h>
 
-// sha256Many(data: Buffer, ends: Uint32Array, out: Buffer): message i is data[ends[i-1], ends[i])
-// (ends[-1] = 0); its digest is written to out[32 i, 32 i + 32).
-static napi_value Sha256Many(napi_env env, napi_callback_info info) {
-  size_t argc = 3;
-  napi_value argv[3];
-  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc != 3) {
-    napi_throw_type_error(env, NULL, "sha256Many(data, ends, out)");
-    return NULL;
+// The arguments of a call: exactly `argc` of them, else a TypeError naming `usage`.
+static int get_args(napi_env env, napi_callback_info info, size_t argc, napi_value *argv, const char *usage) {
+  size_t given = argc;
+  if (napi_get_cb_info(env, info, &given, argv, NULL, NULL) != napi_ok || given != argc) {
+    napi_throw_type_error(env, NULL, usage);
+    return 0;
   }
-  uint8_t *data, *out;
-  size_t data_len, out_len, ends_len;
+  return 1;
+}
+
+// Messages: data[ends[i-1], ends[i]) (ends[-1] = 0), checked to lie within data in order.
+typedef struct {
+  const uint8_t *data;
+  const uint32_t *ends;
+  size_t count;
+} messages;
+
+static int get_buffer(napi_env env, napi_value value, uint8_t **bytes, size_t *len) {
+  return napi_get_buffer_info(env, value, (void **)bytes, len) == napi_ok;
+}
+
+static int get_messages(napi_env env, napi_value data_value, napi_value ends_value, messages *m) {
+  uint8_t *data;
+  size_t data_len;
   napi_typedarray_type type;
   void *ends_raw;
   napi_value ends_buffer;
   size_t ends_offset;
-  if (napi_get_buffer_info(env, argv[0], (void **)&data, &data_len) != napi_ok ||
-      napi_get_typedarray_info(env, argv[1], &type, &ends_len, &ends_raw, &ends_buffer, &ends_offset) != napi_ok ||
-      type != napi_uint32_array || napi_get_buffer_info(env, argv[2], (void **)&out, &out_len) != napi_ok) {
-    napi_throw_type_error(env, NULL, "sha256Many(data: Buffer, ends: Uint32Array, out: Buffer)");
-    return NULL;
+  if (!get_buffer(env, data_value, &data, &data_len) ||
+      napi_get_typedarray_info(env, ends_value, &type, &m->count, &ends_raw, &ends_buffer, &ends_offset) != napi_ok ||
+      type != napi_uint32_array) {
+    return 0;
   }
-  const uint32_t *ends = (const uint32_t *)ends_raw;
-  if (out_len < ends_len * 32) {
-    napi_throw_range_error(env, NULL, "out is too small");
-    return NULL;
-  }
+  m->data = data;
+  m->ends = (const uint32_t *)ends_raw;
   uint32_t start = 0;
-  for (size_t i = 0; i < ends_len; i++) {
-    uint32_t end = ends[i];
-    if (end < start || end > data_len) {
+  for (size_t i = 0; i < m->count; i++) {
+    if (m->ends[i] < start || m->ends[i] > data_len) {
       napi_throw_range_error(env, NULL, "ends are not increasing within data");
-      return NULL;
+      return -1;
     }
-    // The low-level interface: OpenSSL 3's one-shot SHA256() fetches the algorithm on every call.
-    SHA256_CTX ctx;
-    SHA256_Init(&ctx);
-    SHA256_Update(&ctx, data + start, end - start);
-    SHA256_Final(out + 32 * i, &ctx);
-    start = end;
+    start = m->ends[i];
   }
+  return 1;
+}
+
+// SHA-256 of message i into digest. The low-level interface: OpenSSL 3's one-shot SHA256()
+// fetches the algorithm on every call.
+static void hash_message(const messages *m, size_t i, uint8_t *digest) {
+  uint32_t start = i == 0 ? 0 : m->ends[i - 1];
+  SHA256_CTX ctx;
+  SHA256_Init(&ctx);
+  SHA256_Update(&ctx, m->data + start, m->ends[i] - start);
+  SHA256_Final(digest, &ctx);
+}
+
+static int check_out(napi_env env, size_t out_len, size_t need) {
+  if (out_len >= need) return 1;
+  napi_throw_range_error(env, NULL, "out is too small");
+  return 0;
+}
+
+// sha256Many(data: Buffer, ends: Uint32Array, out: Buffer): the digest of message i is written to
+// out[32 i, 32 i + 32).
+static napi_value Sha256Many(napi_env env, napi_callback_info info) {
+  static const char usage[] = "sha256Many(data: Buffer, ends: Uint32Array, out: Buffer)";
+  napi_value argv[3];
+  if (!get_args(env, info, 3, argv, usage)) return NULL;
+  messages m;
+  uint8_t *out;
+  size_t out_len;
+  if (!get_buffer(env, argv[2], &out, &out_len)) {
+    napi_throw_type_error(env, NULL, usage);
+    return NULL;
+  }
+  int got = get_messages(env, argv[0], argv[1], &m);
+  if (got == 0) napi_throw_type_error(env, NULL, usage);
+  if (got != 1 || !check_out(env, out_len, m.count * 32)) return NULL;
+  for (size_t i = 0; i < m.count; i++) hash_message(&m, i, out + 32 * i);
   return NULL;
 }
 
 // sha256Chain(prev: Buffer, data: Buffer, ends: Uint32Array, out: Buffer): the hashes of new ledger
-// rows whose canonical entries are the messages of data (as in sha256Many). For row i,
-// out[64 i, +32) = content = SHA-256(message i) and out[64 i + 32, +32) = chain =
-// SHA-256(previous chain ‖ content), the previous chain of row 0 being prev (32 bytes).
+// rows whose canonical entries are the messages of data. For row i, out[64 i, +32) = content =
+// SHA-256(message i) and out[64 i + 32, +32) = chain = SHA-256(previous chain ‖ content), the
+// previous chain of row 0 being prev (32 bytes).
 static napi_value Sha256Chain(napi_env env, napi_callback_info info) {
-  size_t argc = 4;
+  static const char usage[] = "sha256Chain(prev: Buffer, data: Buffer, ends: Uint32Array, out: Buffer)";
   napi_value argv[4];
-  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc != 4) {
-    napi_throw_type_error(env, NULL, "sha256Chain(prev, data, ends, out)");
+  if (!get_args(env, info, 4, argv, usage)) return NULL;
+  messages m;
+  uint8_t *prev, *out;
+  size_t prev_len, out_len;
+  if (!get_buffer(env, argv[0], &prev, &prev_len) || !get_buffer(env, argv[3], &out, &out_len)) {
+    napi_throw_type_error(env, NULL, usage);
     return NULL;
   }
-  uint8_t *prev, *data, *out;
-  size_t prev_len, data_len, out_len, ends_len;
-  napi_typedarray_type type;
-  void *ends_raw;
-  napi_value ends_buffer;
-  size_t ends_offset;
-  if (napi_get_buffer_info(env, argv[0], (void **)&prev, &prev_len) != napi_ok ||
-      napi_get_buffer_info(env, argv[1], (void **)&data, &data_len) != napi_ok ||
-      napi_get_typedarray_info(env, argv[2], &type, &ends_len, &ends_raw, &ends_buffer, &ends_offset) != napi_ok ||
-      type != napi_uint32_array || napi_get_buffer_info(env, argv[3], (void **)&out, &out_len) != napi_ok) {
-    napi_throw_type_error(env, NULL, "sha256Chain(prev: Buffer, data: Buffer, ends: Uint32Array, out: Buffer)");
-    return NULL;
-  }
-  const uint32_t *ends = (const uint32_t *)ends_raw;
   if (prev_len != 32) {
     napi_throw_range_error(env, NULL, "prev must be 32 bytes");
     return NULL;
   }
-  if (out_len < ends_len * 64) {
-    napi_throw_range_error(env, NULL, "out is too small");
-    return NULL;
-  }
-  uint32_t start = 0;
+  int got = get_messages(env, argv[1], argv[2], &m);
+  if (got == 0) napi_throw_type_error(env, NULL, usage);
+  if (got != 1 || !check_out(env, out_len, m.count * 64)) return NULL;
   uint8_t first[32]; // prev may be a view of out: read it before anything is written there
   memcpy(first, prev, 32);
   const uint8_t *chain = first;
-  for (size_t i = 0; i < ends_len; i++) {
-    uint32_t end = ends[i];
-    if (end < start || end > data_len) {
-      napi_throw_range_error(env, NULL, "ends are not increasing within data");
-      return NULL;
-    }
+  for (size_t i = 0; i < m.count; i++) {
     uint8_t *content = out + 64 * i;
+    hash_message(&m, i, content);
     SHA256_CTX ctx;
-    SHA256_Init(&ctx);
-    SHA256_Update(&ctx, data + start, end - start);
-    SHA256_Final(content, &ctx);
     SHA256_Init(&ctx);
     SHA256_Update(&ctx, chain, 32);
     SHA256_Update(&ctx, content, 32);
     SHA256_Final(content + 32, &ctx);
     chain = content + 32;
-    start = end;
   }
   return NULL;
 }
