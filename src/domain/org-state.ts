@@ -189,6 +189,9 @@ export function planIngest(
       retryAfterSeconds: limits.untilNextMonth,
     };
   }
+  // Encoded before any state changes: a payload that cannot be encoded refuses the command and
+  // leaves the state as it was.
+  const payloadJson = canonicalize(event.payload);
   if (recordedAt !== '') countEvent(state, recordedAt);
   const observed = agent.view.observed;
   const { decision, state: next } = score(policy, agent.scoring, {
@@ -220,7 +223,7 @@ export function planIngest(
     kind: 'event',
     agentId: event.agent_id,
     body,
-    bodyJson: eventBodyJson(body),
+    bodyJson: eventBodyJson(body, payloadJson),
     result: {
       event_id: id,
       action_id: id,
@@ -257,12 +260,12 @@ const num = (n: number): string => canonicalize(n);
  * JCS of an event body without sorting its keys at run time: the keys are written in their JCS
  * order. Equal to canonicalize(body) byte for byte (a property test holds it to that).
  */
-export function eventBodyJson(b: EventBody): string {
+export function eventBodyJson(b: EventBody, payloadJson = canonicalize(b.payload)): string {
   return (
     `{"action_id":${num(b.action_id)},"actor":${b.actor === null ? 'null' : str(b.actor)},"bii":${num(b.bii)},` +
     `"composite_trust":${num(b.composite_trust)},"dti":${b.dti === null ? 'null' : num(b.dti)},"event_id":${num(b.event_id)},` +
     `"event_type":${str(b.event_type)},"gate_status":${str(b.gate_status)},"observed":${b.observed},` +
-    `"payload":${canonicalize(b.payload)},"policy_digest":${str(b.policy_digest)},"reason":${str(b.reason)},` +
+    `"payload":${payloadJson},"policy_digest":${str(b.policy_digest)},"reason":${str(b.reason)},` +
     `"requires_human_review":${b.requires_human_review},"source":${str(b.source)}}`
   );
 }

@@ -16,6 +16,10 @@ import { demoRoutes } from './routes/studio.js';
 import { systemRoutes } from './routes/system.js';
 import { webhookRoutes } from './routes/webhooks.js';
 
+/** The native listen takes (host, port, options, cb); the published typings lack that overload. */
+type ListenWithOptions = (host: string, port: number, options: number, cb: (socket: uws.us_listen_socket | false) => void) => uws.TemplatedApp;
+const EXCLUSIVE_PORT = (uws as unknown as { LIBUS_LISTEN_EXCLUSIVE_PORT: number }).LIBUS_LISTEN_EXCLUSIVE_PORT;
+
 export interface HttpServer {
   port: number;
   close(): void;
@@ -43,7 +47,11 @@ export async function startHttpServer(host: string, port: number, makeDeps: (por
     sendError(exchange, error);
   });
   const socket = await new Promise<uws.us_listen_socket>((resolve, reject) => {
-    app.listen(host, port, (s) => (s === false ? reject(new Error(`cannot listen on ${host}:${port}`)) : resolve(s)));
+    // Exclusive: uWebSockets.js binds with SO_REUSEPORT otherwise, and a second server on the same
+    // port would silently share its connections.
+    (app.listen as unknown as ListenWithOptions).call(app, host, port, EXCLUSIVE_PORT, (s) =>
+      s === false ? reject(new Error(`cannot listen on ${host}:${port} (in use?)`)) : resolve(s),
+    );
   });
   const bound = uws.us_socket_local_port(socket);
   const close = (): void => uws.us_listen_socket_close(socket);
@@ -60,8 +68,13 @@ export async function startHttpServer(host: string, port: number, makeDeps: (por
 function mountAll(app: uws.TemplatedApp, deps: AppDeps): void {
   const keyLimiter =
     deps.config.keyRateLimitPerSecond > 0 ? new RateLimiter(deps.config.keyRateLimitPerSecond, 1000) : null;
+  for (const route of appRoutes(deps)) mount(app, route, { registry: deps.registry, keyLimiter, now: deps.now });
+}
+
+/** Every route the service mounts for these deps (the test matrices are generated from it). */
+export function appRoutes(deps: AppDeps): Route[] {
   const gate = publicGate(deps);
-  const routes: Route[] = [
+  return [
     ...systemRoutes(deps),
     ...agentRoutes(deps),
     ...ingestRoutes(deps),
@@ -76,5 +89,4 @@ function mountAll(app: uws.TemplatedApp, deps: AppDeps): void {
     // Demo routes exist only in demo mode: otherwise their paths fall through to the 404.
     ...(deps.studio === null ? [] : demoRoutes({ studio: deps.studio })),
   ];
-  for (const route of routes) mount(app, route, { registry: deps.registry, keyLimiter, now: deps.now });
 }
