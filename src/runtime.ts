@@ -20,6 +20,7 @@ import { LmdbStudioAgentStore } from './demo/studio-store.js';
 import { TemplateModel } from './demo/template-model.js';
 import { POLICY_V1, policyDigest } from './domain/policy.js';
 import { Scope } from './domain/schemas.js';
+import type { Route } from './http/router.js';
 import { startHttpServer } from './http/server.js';
 import { checkReceiverUrl, type Lookup } from './net/receiver-address.js';
 import { Registry } from './registry.js';
@@ -33,6 +34,8 @@ export interface Runtime {
   mode: 'embedded' | 'cluster';
   /** The admin key created on a first start with an empty data dir, printed once. */
   firstKey: string | null;
+  /** The HTTP routes mounted. */
+  routes: readonly Route[];
   close(): Promise<void>;
 }
 
@@ -184,6 +187,7 @@ export async function startRuntime(config: Config, log: Log = jsonLog, options: 
     port: http.port,
     mode: 'embedded',
     firstKey,
+    routes: http.routes,
     async close() {
       http.close();
       clearInterval(timer);

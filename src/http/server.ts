@@ -22,6 +22,8 @@ const EXCLUSIVE_PORT = (uws as unknown as { LIBUS_LISTEN_EXCLUSIVE_PORT: number 
 
 export interface HttpServer {
   port: number;
+  /** The routes mounted (what the access matrices and the fuzzer walk). */
+  routes: readonly Route[];
   close(): void;
 }
 
@@ -55,20 +57,23 @@ export async function startHttpServer(host: string, port: number, makeDeps: (por
   });
   const bound = uws.us_socket_local_port(socket);
   const close = (): void => uws.us_listen_socket_close(socket);
+  let routes: Route[];
   try {
-    mountAll(app, await makeDeps(bound));
+    routes = mountAll(app, await makeDeps(bound));
     ready = true;
   } catch (error) {
     close();
     throw error;
   }
-  return { port: bound, close };
+  return { port: bound, routes, close };
 }
 
-function mountAll(app: uws.TemplatedApp, deps: AppDeps): void {
+function mountAll(app: uws.TemplatedApp, deps: AppDeps): Route[] {
   const keyLimiter =
     deps.config.keyRateLimitPerSecond > 0 ? new RateLimiter(deps.config.keyRateLimitPerSecond, 1000) : null;
-  for (const route of appRoutes(deps)) mount(app, route, { registry: deps.registry, keyLimiter, now: deps.now });
+  const routes = appRoutes(deps);
+  for (const route of routes) mount(app, route, { registry: deps.registry, keyLimiter, now: deps.now });
+  return routes;
 }
 
 /** Every route the service mounts for these deps (the test matrices are generated from it). */
