@@ -29,6 +29,7 @@ export interface OrgActorOptions {
 }
 
 const UNAVAILABLE: OrgReply = { ok: false, code: 'unavailable', message: 'the ledger could not be written; nothing was recorded, retry' };
+const PLANNING_FAILED: OrgReply = { ok: false, code: 'internal', message: 'the command could not be decided; nothing was recorded' };
 
 /**
  * The single writer of one org's ledger. Holds the chain head, next seq and every agent's scoring
@@ -54,6 +55,8 @@ export class OrgLedgerActor {
   /** Settles when every launched batch has been answered, in launch order. */
   private tail: Promise<void> = Promise.resolve();
   private broken = false;
+  /** A command threw while planned: the state is rebuilt from the ledger before the next batch. */
+  private stale = false;
   /** Batches launched whose append has not yet reported its commit (or failure). */
   private uncommitted = 0;
   /** A pump is scheduled for the end of this event-loop turn. */
@@ -95,7 +98,7 @@ export class OrgLedgerActor {
   };
 
   private pump(): void {
-    while (!this.broken && this.inflight < this.maxInflight && this.queue.length > 0) {
+    while (!this.broken && !this.stale && this.inflight < this.maxInflight && this.queue.length > 0) {
       const batch = this.queue;
       this.queue = [];
       this.launch(batch);
@@ -110,11 +113,25 @@ export class OrgLedgerActor {
     const replies: (OrgReply | PlannedRecord<unknown>)[] = [];
     const drafts: RowDraft[] = [];
     const limits = this.options.limits?.(this.org, recordedMs) ?? NO_LIMITS;
-    for (const { command } of batch) {
-      const planned = this.plan(command, recordedAt, limits);
+    for (let i = 0; i < batch.length; i++) {
+      let planned: Planned<unknown>;
+      let bodyJson: string | undefined;
+      try {
+        planned = this.plan(batch[i]!.command, recordedAt, limits);
+        if (!('ok' in planned)) bodyJson = planned.bodyJson ?? canonicalize(planned.body);
+      } catch (error) {
+        // A command the rules cannot handle is refused alone. It may have changed the state
+        // before it threw, so the rest of the batch waits until the state is rebuilt from the
+        // ledger (when nothing is in flight), and the writer goes on from there.
+        console.error(JSON.stringify({ level: 'error', msg: 'command refused: planning failed', org: this.org, type: batch[i]!.command.type, error: ensureError(error).message }));
+        replies.push(PLANNING_FAILED);
+        this.stale = true;
+        this.queue = batch.splice(i + 1).concat(this.queue);
+        break;
+      }
       replies.push(planned);
       if ('ok' in planned) continue;
-      drafts.push({ kind: planned.kind, recordedAt, agentId: planned.agentId, bodyJson: planned.bodyJson ?? canonicalize(planned.body), body: planned.body });
+      drafts.push({ kind: planned.kind, recordedAt, agentId: planned.agentId, bodyJson: bodyJson!, body: planned.body });
     }
     // Planning never reads the chain, so the whole batch is hashed at once.
     const rows = chainRows(this.head, this.lastSeq + 1, drafts, this.options.sha256Chain ?? null);
@@ -162,7 +179,7 @@ export class OrgLedgerActor {
           }
           for (const pending of batch) pending.resolve(UNAVAILABLE);
         }
-        if (this.broken && this.inflight === 0) await this.heal();
+        if ((this.broken || this.stale) && this.inflight === 0) await this.heal();
         this.pump();
       });
   }
@@ -172,6 +189,7 @@ export class OrgLedgerActor {
     try {
       await this.recover();
       this.broken = false;
+      this.stale = false;
     } catch (error) {
       console.error(JSON.stringify({ level: 'error', msg: 'recovery failed', org: this.org, error: ensureError(error).message }));
       const waiting = this.queue;
@@ -219,7 +237,7 @@ export class OrgLedgerActor {
     // Batches are planned in order, so when none is uncommitted, everything in memory is
     // committed (perhaps not yet flushed: a checkpoint is written in a later transaction, so it
     // never outlives the rows it describes).
-    if (this.uncommitted > 0 || this.broken) return null;
+    if (this.uncommitted > 0 || this.broken || this.stale) return null;
     return writerSnapshot(this.state, this.lastSeq, this.head, this.lastRecordedMs);
   }
 
@@ -241,7 +259,7 @@ export class OrgLedgerActor {
     while (this.inflight > 0 || this.queue.length > 0) {
       // Waiting commands are launched at the end of the turn (pumpLater), not by the tail; while
       // broken, the tail carries the recovery, so wait for it rather than poll.
-      if (this.inflight === 0 && !this.broken) await new Promise((resolve) => setImmediate(resolve));
+      if (this.inflight === 0 && !this.broken && !this.stale) await new Promise((resolve) => setImmediate(resolve));
       else await this.tail;
     }
   }

@@ -14,7 +14,7 @@ export interface IngestResult extends Decision {
 /** Expected refusals are values, not exceptions. */
 export type Refusal = {
   ok: false;
-  code: 'not_found' | 'conflict' | 'overloaded' | 'unavailable' | 'plan_limit' | 'quota_exceeded';
+  code: 'not_found' | 'conflict' | 'overloaded' | 'unavailable' | 'plan_limit' | 'quota_exceeded' | 'internal';
   message: string;
   /** For a monthly quota: seconds until the next UTC month. */
   retryAfterSeconds?: number;

@@ -50,29 +50,3 @@ export function depthWithin(value: unknown, max: number): boolean {
   }
   return true;
 }
-
-/**
- * The dotted path of a `__proto__` key anywhere in a parsed body, or null. JSON.parse keeps such a
- * key as an own property but zod drops it from a record, so the record scored, checked for PHI and
- * hashed would differ from the body as sent: the route refuses it instead (iterative: input is untrusted).
- */
-export function protoKeyPath(value: unknown): string | null {
-  // Each entry links to its parent, so a deeply nested body costs no path copies until a hit.
-  interface At { item: unknown; key: string; up: At | null }
-  const stack: At[] = [{ item: value, key: '', up: null }];
-  while (stack.length > 0) {
-    const at = stack.pop()!;
-    if (at.item === null || typeof at.item !== 'object') continue;
-    for (const [key, item] of Object.entries(at.item)) {
-      const child: At = { item, key, up: at };
-      if (key !== '__proto__') {
-        stack.push(child);
-        continue;
-      }
-      const path: string[] = [];
-      for (let n: At | null = child; n !== null && n.up !== null; n = n.up) path.push(n.key);
-      return path.reverse().join('.');
-    }
-  }
-  return null;
-}

@@ -1,5 +1,6 @@
 import type { HttpResponse } from 'uWebSockets.js';
 import { VigilError } from '../errors.js';
+import { jsonShapeProblem } from './json-shape.js';
 
 export const MAX_BODY_BYTES = 1024 * 1024;
 
@@ -38,11 +39,16 @@ function settle(text: string, contentType: string, resolve: (v: unknown) => void
   if (!isJson(contentType)) {
     return reject(new VigilError('unsupported_media_type', 'request body must be JSON: send Content-Type: application/json'));
   }
+  let value: unknown;
   try {
-    resolve(JSON.parse(text));
+    value = JSON.parse(text);
   } catch (error) {
     reject(new VigilError('bad_request', `malformed JSON: ${(error as Error).message}`, [{ path: 'body', message: 'not valid JSON' }]));
+    return;
   }
+  const problem = jsonShapeProblem(value);
+  if (problem === null) resolve(value);
+  else reject(new VigilError('validation_failed', `invalid body: ${problem.path}`, [problem]));
 }
 
 function isJson(contentType: string): boolean {

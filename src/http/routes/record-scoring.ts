@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { hashKey } from '../../domain/keys.js';
 import { describePhi, findPhi, PhiIdentifier } from '../../domain/phi.js';
 import { RUBRIC_V1 } from '../../domain/record-rubric.js';
-import { issueKeyBody, protoKeyPath, scoreRecordBody } from '../../domain/record-schemas.js';
+import { issueKeyBody, scoreRecordBody } from '../../domain/record-schemas.js';
 import { scoreRecord } from '../../domain/record-score.js';
 import { bearerSandboxKey, formatSandboxKey, SANDBOX_LIMIT } from '../../domain/sandbox-keys.js';
 import { VigilError } from '../../errors.js';
@@ -45,10 +45,6 @@ export function recordScoringRoutes(deps: RecordScoringDeps): Route[] {
       auth: 'none',
       handler: async ({ headers, body }) => {
         const hash = authenticate(deps.store, headers.authorization ?? '');
-        const proto = protoKeyPath(body);
-        if (proto !== null) {
-          throw new VigilError('validation_failed', `invalid body: ${proto}`, [{ path: proto, message: 'a __proto__ key is not allowed' }]);
-        }
         const record = validate(scoreRecordBody, body);
         const today = utcDay(deps.now());
         if (record.vintage > utcDay(deps.now() + DAY_MS)) {

@@ -1,0 +1,110 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { OrgActors } from '../../src/actors/org-actors.js';
+import { MemoryBus } from '../../src/bus/memory.js';
+import type { IngestResult } from '../../src/bus/messages.js';
+import { POLICY_V1, policyDigest } from '../../src/domain/policy.js';
+import { MAX_JSON_DEPTH } from '../../src/http/json-shape.js';
+import { LmdbStore } from '../../src/store/lmdb.js';
+import { call, removeDir, startServer, tempDir, type TestServer } from '../support/server.js';
+
+// Issue 13, items 1 and 7: bodies JSON.parse accepts but a ledger cannot record faithfully are
+// refused at the edge with the field path, and nothing a command carries can stop a writer.
+
+let server: TestServer;
+beforeAll(async () => {
+  server = await startServer();
+  await call(server.url, 'POST', '/agents/', { body: { agent_id: 'a', name: 'A' } });
+});
+afterAll(async () => {
+  await server.close();
+  removeDir(server.dataDir);
+});
+
+const nest = (depth: number, open: string, close: string, leaf = '1'): string => open.repeat(depth) + leaf + close.repeat(depth);
+const eventWith = (payloadJson: string): string => `{"agent_id":"a","event_type":"output_generated","payload":${payloadJson}}`;
+
+async function ledgerLength(): Promise<number> {
+  const res = await call(server.url, 'GET', '/audit/export');
+  return res.text.split('\n').filter(Boolean).length;
+}
+
+async function expectRefused(path: string, raw: string, field: string, message: RegExp, method = 'POST'): Promise<void> {
+  const res = await call(server.url, method, path, { raw });
+  expect(res.status, raw.slice(0, 80)).toBe(400);
+  expect(res.body.error.code).toBe('validation_failed');
+  expect(res.body.error.details).toEqual([{ path: field, message: expect.stringMatching(message) }]);
+}
+
+describe('hostile JSON bodies', () => {
+  it('refuses numbers that parse to ±Infinity with the field path, records nothing, and stays up', async () => {
+    const before = await ledgerLength();
+    await expectRefused('/events/', eventWith('{"x":1e999}'), 'payload.x', /finite/);
+    await expectRefused('/events/', eventWith('{"list":[1,-1e999]}'), 'payload.list.1', /finite/);
+    await expectRefused('/events/', '{"agent_id":"a","event_type":"output_generated","payload":{},"dti":1e400}', 'dti', /finite/);
+    expect(await ledgerLength()).toBe(before);
+    const ok = await call(server.url, 'POST', '/events/', { raw: eventWith('{"x":1e308}') });
+    expect(ok.status).toBe(200);
+    expect((await call(server.url, 'GET', '/health')).status).toBe(200);
+  });
+
+  it('refuses nesting deeper than the documented depth, however deep, and accepts it at the limit', async () => {
+    const before = await ledgerLength();
+    for (const depth of [MAX_JSON_DEPTH, 4_500, 200_000]) {
+      await expectRefused('/events/', eventWith(nest(depth, '[', ']')), 'payload' + '.0'.repeat(MAX_JSON_DEPTH - 1), /nested deeper than 64/);
+    }
+    await expectRefused('/events/', eventWith(nest(7_500, '{"k":', '}')), `payload${'.k'.repeat(MAX_JSON_DEPTH - 1)}`, /nested deeper/);
+    expect(await ledgerLength()).toBe(before);
+    // The body is one level: a payload may hold MAX_JSON_DEPTH - 1 levels (itself included).
+    const deepest = await call(server.url, 'POST', '/events/', { raw: eventWith(nest(MAX_JSON_DEPTH - 2, '{"k":', '}', '{}')) });
+    expect(deepest.status).toBe(200);
+    const line = (await call(server.url, 'GET', '/audit/export')).text.trim().split('\n').at(-1)!;
+    expect(line).toContain(nest(MAX_JSON_DEPTH - 2, '{"k":', '}', '{}'));
+  });
+
+  it('refuses prototype member names anywhere instead of dropping them from the record', async () => {
+    const before = await ledgerLength();
+    await expectRefused('/events/', eventWith('{"a":{"__proto__":{"polluted":true}}}'), 'payload.a.__proto__', /__proto__/);
+    await expectRefused('/events/', eventWith('{"constructor":1}'), 'payload.constructor', /constructor/);
+    await expectRefused('/events/', eventWith('[{"prototype":{}}]'), 'payload.0.prototype', /prototype/);
+    await expectRefused('/agents/', '{"agent_id":"p","name":"P","__proto__":{}}', '__proto__', /__proto__/);
+    expect(await ledgerLength()).toBe(before);
+    expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+  });
+
+  it('applies to every body: record scoring, admin, webhooks', async () => {
+    await expectRefused('/api/v1/score', '{"record_id":"r","source":"s","vintage":"2026-01-01","fields":{"x":1e999}}', 'fields.x', /finite/);
+    await expectRefused('/admin/agents/a', `{"public":true,"public_links":${nest(100, '[', ']')}}`, 'public_links' + '.0'.repeat(MAX_JSON_DEPTH - 1), /nested/, 'PATCH');
+    await expectRefused('/webhooks', '{"url":"https://h.invalid/x","events":["gate.hold"],"x":-1e999}', 'x', /finite/);
+  });
+});
+
+describe('the org writer', () => {
+  it('refuses a command it cannot encode alone and carries on with the same chain', async () => {
+    const dir = tempDir('vigil-writer-');
+    const store = new LmdbStore(dir);
+    const bus = new MemoryBus(store);
+    const actors = new OrgActors(bus, { policy: POLICY_V1, policyDigest: policyDigest(POLICY_V1), now: Date.now, maxPending: 1000 });
+    bus.serve(actors.handle);
+    try {
+      await bus.request({ type: 'agent.register', org: 'o', agent: { agent_id: 'a', name: 'A', kind: 'production', observed: true } });
+      const ingest = (payload: Record<string, unknown>) =>
+        bus.request({ type: 'event.ingest', org: 'o', event: { agent_id: 'a', event_type: 'output_generated', payload, dti: null, source: 'self', actor: null } });
+      // Commands that bypassed the edge: one batch holds a good, a bad and two more good ones.
+      const cyclic: Record<string, unknown> = {};
+      cyclic.self = cyclic;
+      const replies = await Promise.all([ingest({ n: 1 }), ingest({ x: Infinity }), ingest({ n: 2 }), ingest(cyclic), ingest({ n: 3 })]);
+      expect(replies.map((r) => (r.ok ? 'ok' : r.code))).toEqual(['ok', 'internal', 'ok', 'internal', 'ok']);
+      const ids = replies.filter((r) => r.ok).map((r) => (r.value as IngestResult).event_id);
+      expect(ids).toEqual([1, 2, 3]);
+      const next = await ingest({ n: 4 });
+      expect(next.ok && (next.value as IngestResult).event_id).toBe(4);
+      const rows = [];
+      for await (const chunk of bus.read('o', 1)) rows.push(...chunk);
+      expect(rows.map((r) => r.seq)).toEqual([1, 2, 3, 4, 5]);
+    } finally {
+      await bus.close();
+      await store.close();
+      removeDir(dir);
+    }
+  });
+});
