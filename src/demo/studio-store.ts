@@ -1,5 +1,6 @@
 import type { Database, Key } from 'lmdb';
 import type { StudioAgent } from './studio-agent.js';
+import { storeWrite } from '../store/write-failure.js';
 
 /**
  * Where studio agents are kept, per org. Reads see every write that has resolved. `put` inserts
@@ -42,7 +43,7 @@ export class LmdbStudioAgentStore implements StudioAgentStore {
   }
 
   async put(org: string, agent: StudioAgent): Promise<void> {
-    await this.db.put([org, agent.agent_id], agent);
+    await storeWrite(this.db.put([org, agent.agent_id], agent));
     await this.host.flushed();
   }
 }

@@ -1,5 +1,6 @@
 import type { Database, RootDatabase } from 'lmdb';
 import { deliveryMonth, isBilledDelivery, type DeliveryRecord, type WebhookRecord, type WebhookStore } from './webhook-store.js';
+import { storeWrite } from './write-failure.js';
 
 /** [org, webhook id, delivery id] */
 type DeliveryKey = [string, number, number];
@@ -55,12 +56,12 @@ export class LmdbWebhookTables implements WebhookStore {
   }
 
   async putWebhook(webhook: WebhookRecord): Promise<void> {
-    await this.webhooks.put([webhook.org, webhook.id], webhook);
+    await storeWrite(this.webhooks.put([webhook.org, webhook.id], webhook));
     await this.durable();
   }
 
   async putDeliveries(deliveries: readonly DeliveryRecord[], cursors?: ReadonlyMap<string, number>): Promise<void> {
-    await this.root.transaction(() => {
+    await storeWrite(this.root.transaction(() => {
       for (const d of deliveries) {
         const key: DeliveryKey = [d.org, d.webhook_id, d.id];
         // Read in the write transaction, so the counter moves exactly when billability does.
@@ -73,7 +74,7 @@ export class LmdbWebhookTables implements WebhookStore {
         else void this.deliveryQueue.remove(key);
       }
       if (cursors !== undefined) for (const [org, seq] of cursors) void this.deliveryCursorsDb.put(org, seq);
-    });
+    }));
     await this.durable();
   }
 

@@ -8,6 +8,7 @@ import type { KeyRecord, OrgRecord, RegistryStore } from './registry-store.js';
 import type { Snapshot, SnapshotStore } from './snapshot-store.js';
 import { LmdbWebhookTables } from './lmdb-webhooks.js';
 import type { DeliveryRecord, WebhookRecord, WebhookStore } from './webhook-store.js';
+import { storeWrite } from './write-failure.js';
 
 export type Durability = 'sync' | 'process';
 
@@ -64,7 +65,19 @@ export class LmdbStore implements LedgerStore, RegistryStore, SnapshotStore, Web
     // separateFlushed: each write's promise carries its own `flushed`, so a batch waits for the
     // flush of its own transaction, not for that of whatever committed after it.
     // noSubdir: false, or lmdb-js would take a dir named like `data.v1` for a file name.
-    this.root = open({ path: this.dir, noSubdir: false, maxDbs: 32, mapSize: 2 * 1024 ** 3, remapChunks: true, separateFlushed: true, readOnly: this.readOnly });
+    // eventTurnBatching: false, because lmdb-js's own per-turn batch leaves a promise that rejects,
+    // unhandled, when its commit fails (a full disk ended the process); our writes are batched
+    // already, and its write thread still folds queued batches into one transaction.
+    this.root = open({
+      path: this.dir,
+      noSubdir: false,
+      maxDbs: 32,
+      mapSize: 2 * 1024 ** 3,
+      remapChunks: true,
+      separateFlushed: true,
+      eventTurnBatching: false,
+      readOnly: this.readOnly,
+    });
     this.ledger = this.root.openDB<Buffer, LedgerKey>({ name: 'ledger', encoding: 'binary', cache: false });
     this.ledgerScan = this.root.openDB<null, LedgerKey>({
       name: 'ledger',
@@ -111,12 +124,12 @@ export class LmdbStore implements LedgerStore, RegistryStore, SnapshotStore, Web
     const flushed = commit.flushed;
     let written = false;
     try {
-      written = await commit;
+      written = await storeWrite(commit);
     } finally {
       options?.onCommitted?.(written);
     }
     if (!written) return { ok: false, reason: 'conflict' };
-    if (this.durability === 'sync') await (flushed ?? this.root.flushed);
+    if (this.durability === 'sync') await storeWrite(flushed ?? this.root.flushed);
     return { ok: true };
   }
 
@@ -174,7 +187,7 @@ export class LmdbStore implements LedgerStore, RegistryStore, SnapshotStore, Web
   }
 
   async putOrg(org: OrgRecord): Promise<void> {
-    await this.orgsDb.put(org.slug, org);
+    await storeWrite(this.orgsDb.put(org.slug, org));
     await this.durable();
   }
 
@@ -187,7 +200,7 @@ export class LmdbStore implements LedgerStore, RegistryStore, SnapshotStore, Web
   }
 
   async putKey(key: KeyRecord): Promise<void> {
-    await this.keysDb.put(key.hash, key);
+    await storeWrite(this.keysDb.put(key.hash, key));
     await this.durable();
   }
 
@@ -196,7 +209,7 @@ export class LmdbStore implements LedgerStore, RegistryStore, SnapshotStore, Web
   }
 
   async putSnapshot(name: string, org: string, snapshot: Snapshot): Promise<void> {
-    await this.snapshots.put(`${name}\u0000${org}`, snapshot);
+    await storeWrite(this.snapshots.put(`${name}\u0000${org}`, snapshot));
     await this.durable();
   }
 
@@ -259,7 +272,7 @@ export class LmdbStore implements LedgerStore, RegistryStore, SnapshotStore, Web
   }
 
   private async durable(): Promise<void> {
-    if (this.durability === 'sync') await this.root.flushed;
+    if (this.durability === 'sync') await storeWrite(this.root.flushed);
   }
 }
 

@@ -1,6 +1,7 @@
 import type { Database } from 'lmdb';
 import type { LmdbStore } from './lmdb.js';
 import type { IssueOutcome, ScoringKeyRecord, ScoringKeyStore, UseOutcome } from './scoring-key-store.js';
+import { storeWrite } from './write-failure.js';
 
 /**
  * LMDB adapter of ScoringKeyStore: two named tables of the service's environment, keys by hash and
@@ -22,25 +23,25 @@ export class LmdbScoringKeyStore implements ScoringKeyStore {
   }
 
   async issue(key: ScoringKeyRecord): Promise<IssueOutcome> {
-    const outcome = await this.keys.transaction((): IssueOutcome => {
+    const outcome = await storeWrite(this.keys.transaction((): IssueOutcome => {
       if (this.emails.get(key.email) !== undefined) return { ok: false, reason: 'email_taken' };
       void this.emails.put(key.email, key.hash);
       void this.keys.put(key.hash, key);
       return { ok: true };
-    });
+    }));
     if (outcome.ok) await this.store.flushed();
     return outcome;
   }
 
   async use(hash: string): Promise<UseOutcome> {
-    const outcome = await this.keys.transaction((): UseOutcome => {
+    const outcome = await storeWrite(this.keys.transaction((): UseOutcome => {
       const key = this.keys.get(hash);
       if (key === undefined) return { ok: false, reason: 'unknown_key' };
       if (key.used >= key.limit) return { ok: false, reason: 'exhausted' };
       const used = key.used + 1;
       void this.keys.put(hash, { ...key, used });
       return { ok: true, used, remaining: key.limit - used };
-    });
+    }));
     if (outcome.ok) await this.store.flushed();
     return outcome;
   }
