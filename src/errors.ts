@@ -19,6 +19,8 @@ export const ErrorCode = {
   quotaExceeded: 'quota_exceeded',
   overloaded: 'overloaded',
   unavailable: 'unavailable',
+  /** A row of the org's ledger cannot be read: its writes are refused until an operator repairs it. */
+  ledgerDamaged: 'ledger_damaged',
   internal: 'internal',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
@@ -46,4 +48,19 @@ export class VigilError extends Error {
 export function ensureError(value: unknown): Error {
   if (value instanceof Error) return value;
   return new Error(typeof value === 'string' ? value : JSON.stringify(value));
+}
+
+/**
+ * The service cannot start until the operator acts: its data dir is served by another process, or
+ * it cannot listen on the address configured. The CLI prints the message alone, without a stack.
+ */
+export class StartError extends Error {
+  override name = 'StartError';
+  constructor(
+    readonly code: 'data_dir_locked' | 'listen_failed',
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
+  }
 }

@@ -5,7 +5,7 @@ import type { OrgActors } from './org-actors.js';
 import type { WriterSnapshot } from './org-recovery.js';
 
 /** Bumped whenever a consumer's state changes shape: older checkpoints are then ignored. */
-const VERSION = 4;
+const VERSION = 5;
 const WRITER = 'writer';
 
 /** A projection whose per-org state can be saved and restored (the directory, the review queue). */

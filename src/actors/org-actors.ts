@@ -1,7 +1,7 @@
 import type { Bus, CommandHandler, CommittedHandler } from '../bus/bus.js';
 import type { OrgCommand, OrgReply } from '../bus/messages.js';
 import { OrgLedgerActor, type OrgActorOptions } from './org-ledger-actor.js';
-import { OrgRecovery, type WriterSnapshot } from './org-recovery.js';
+import { LedgerDamagedError, OrgRecovery, type WriterSnapshot } from './org-recovery.js';
 
 /**
  * Owns the org writers of this node and routes every command to its org's actor. At start-up the
@@ -13,6 +13,8 @@ export class OrgActors {
   private readonly actors = new Map<string, OrgLedgerActor | Promise<OrgLedgerActor>>();
 
   private replaying: Map<string, OrgRecovery> | null = new Map();
+  /** Orgs whose ledger has a row that cannot be read, with its seq: their writes are refused. */
+  private readonly damaged = new Map<string, number>();
 
   constructor(
     private readonly bus: Bus,
@@ -60,10 +62,28 @@ export class OrgActors {
     this.replaying = null;
   }
 
+  /**
+   * Refuses every write to `org` from now on: its ledger has an unreadable row at `seq`, and a
+   * writer must not decide anything from a state it cannot rebuild. Reads are not affected.
+   */
+  markDamaged(org: string, seq: number): void {
+    this.damaged.set(org, seq);
+    this.replaying?.delete(org);
+    this.actors.delete(org);
+  }
+
   readonly handle: CommandHandler = (command: OrgCommand): Promise<OrgReply> => {
+    const damagedAt = this.damaged.get(command.org);
+    if (damagedAt !== undefined) return Promise.resolve(damagedRefusal(command.org, damagedAt));
     const actor = this.actors.get(command.org);
     if (actor instanceof OrgLedgerActor) return actor.submit(command);
-    return this.starting(command.org, actor).then((a) => a.submit(command));
+    return this.starting(command.org, actor).then(
+      (a) => a.submit(command),
+      (error: unknown) => {
+        if (error instanceof LedgerDamagedError) return damagedRefusal(command.org, error.seq);
+        throw error;
+      },
+    );
   };
 
   private starting(org: string, existing: Promise<OrgLedgerActor> | undefined): Promise<OrgLedgerActor> {
@@ -75,6 +95,7 @@ export class OrgActors {
       },
       (error: unknown) => {
         this.actors.delete(org);
+        if (error instanceof LedgerDamagedError) this.markDamaged(org, error.seq);
         throw error;
       },
     );
@@ -84,6 +105,14 @@ export class OrgActors {
 }
 
 const SNAPSHOT_WAIT_MS = 5_000;
+
+function damagedRefusal(org: string, seq: number): OrgReply {
+  return {
+    ok: false,
+    code: 'ledger_damaged',
+    message: `the ledger of org ${org} cannot be read at seq ${seq}: writes to this org are refused until an operator repairs it (reads still work; GET /audit/{agent_id}/verify names the row)`,
+  };
+}
 
 function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T | null> {
   return new Promise((resolve) => {

@@ -1,4 +1,4 @@
-import { GENESIS_HASH, rowBody, type LedgerRow } from '../domain/ledger.js';
+import { bodyIsReadable, GENESIS_HASH, rowBody, type LedgerRow } from '../domain/ledger.js';
 import { applyAgentRecord, applyEventRecord, applyReviewRecord, countExport, emptyOrgState, type AgentEntry, type HeldAction, type OrgState } from '../domain/org-state.js';
 import type { Policy } from '../domain/policy.js';
 
@@ -65,6 +65,7 @@ export class OrgRecovery {
   }
 
   apply(row: LedgerRow): void {
+    if (!bodyIsReadable(row)) throw new LedgerDamagedError(row.seq);
     if (row.agentId !== null) {
       if (row.kind === 'agent') applyAgentRecord(this.state, rowBody(row), row.recordedAt);
       else if (row.kind === 'event') applyEventRecord(this.state, row.agentId, rowBody(row), this.policy, row.recordedAt);
@@ -88,7 +89,7 @@ export function writerSnapshot(state: OrgState, lastSeq: number, head: Buffer, l
     head,
     lastMs,
     nextEventId: state.nextEventId,
-    agents: [...state.agents].map(([id, e]) => [id, { view: e.view, scoring: e.scoring }]),
+    agents: [...state.agents].map(([id, e]) => [id, { view: e.view, scoring: e.scoring, lastRisky: e.lastRisky }]),
     held: [...state.held],
     closed: [...state.closed],
     month: state.month,
@@ -118,4 +119,12 @@ export function mergeWriterSnapshots(parts: readonly WriterSnapshot[], tail: { s
     monthEvents: current.reduce((n, p) => n + p.monthEvents, 0),
     monthExports: current.reduce((n, p) => n + p.monthExports, 0),
   };
+}
+
+/** A row of the ledger being replayed cannot be read (its seq is the first such). */
+export class LedgerDamagedError extends Error {
+  override name = 'LedgerDamagedError';
+  constructor(readonly seq: number) {
+    super(`ledger row ${seq} cannot be read`);
+  }
 }

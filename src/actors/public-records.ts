@@ -18,20 +18,19 @@ const MAX_LISTS_PER_ORG = 64;
 
 /**
  * Public agent records, served from memory. Every change to an agent, and every new ledger head,
- * is a committed row of its org, so an org's ledger length versions all of its public answers:
- * a rendered answer is reused until the org's next commit, and its ETag is that version.
+ * is a committed row of its org, so an org's ledger length versions all of its public answers: a
+ * rendered answer (with its ETag) is reused until the org's next commit. The ETag is a digest of
+ * the answer's bytes alone, taken once per rendering: a validator carrying the ledger length
+ * would tell anyone how many records the org's private agents write.
  */
 export class PublicRecords {
   private readonly cache = new Map<string, OrgCache>();
-  private readonly etagPrefix: string;
 
   constructor(
     private readonly directory: AgentDirectory,
     private readonly appUrl: string,
     private readonly policyDigest: string,
-  ) {
-    this.etagPrefix = createHash('sha256').update(`v1|${appUrl}|${policyDigest}`).digest('base64url').slice(0, 8);
-  }
+  ) {}
 
   /** The public record of a listed agent, or undefined (not public, retired, unknown). */
   record(org: string, agentId: string): PublicRecord | undefined {
@@ -48,7 +47,7 @@ export class PublicRecords {
     if (rendered === undefined) {
       const record = this.record(org, agentId);
       if (record === undefined) return undefined;
-      rendered = { json: JSON.stringify(record), etag: this.etag(cache.length) };
+      rendered = renderedOf(JSON.stringify(record));
       cache.records.set(agentId, rendered);
     }
     return rendered;
@@ -67,7 +66,7 @@ export class PublicRecords {
       const agents = cache.listed
         .slice(offset, offset + limit)
         .map((a) => toPublicRecord(org, a, summary.head, this.appUrl, this.policyDigest));
-      rendered = { json: JSON.stringify({ org, total: cache.listed.length, limit, offset, agents }), etag: this.etag(cache.length) };
+      rendered = renderedOf(JSON.stringify({ org, total: cache.listed.length, limit, offset, agents }));
       if (cache.lists.size >= MAX_LISTS_PER_ORG) cache.lists.clear();
       cache.lists.set(key, rendered);
     }
@@ -84,8 +83,9 @@ export class PublicRecords {
     }
     return cache;
   }
+}
 
-  private etag(length: number): string {
-    return `"${this.etagPrefix}-${length}"`;
-  }
+/** An answer and its strong ETag: 132 bits of the SHA-256 of its UTF-8 bytes, nothing else. */
+export function renderedOf(json: string): Rendered {
+  return { json, etag: `"${createHash('sha256').update(json).digest('base64url').slice(0, 22)}"` };
 }

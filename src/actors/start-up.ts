@@ -1,4 +1,5 @@
 import type { Bus, CommittedHandler } from '../bus/bus.js';
+import { bodyIsReadable } from '../domain/ledger.js';
 import type { Policy } from '../domain/policy.js';
 import type { LmdbStore } from '../store/lmdb.js';
 import type { AgentDirectory } from './agent-directory.js';
@@ -64,13 +65,19 @@ export async function startConsumers(s: StartUp): Promise<{ ms: number; checkpoi
     [s.actors.onReplay, restored.writer],
   ];
   let replaying = true;
+  /** Orgs whose ledger has a row that cannot be read: the replay stops there, for every consumer. */
+  const damaged = new Map<string, number>();
   await s.bus.subscribe(
-    (org, rows) => {
+    (org, committed) => {
       if (!replaying) {
-        for (const name of PROJECTIONS) s.projections[name].onCommitted(org, rows);
+        for (const name of PROJECTIONS) s.projections[name].onCommitted(org, committed);
         // Deliveries are stored before the writer answers the request that caused them.
-        return s.deliveries.onCommitted(org, rows);
+        return s.deliveries.onCommitted(org, committed);
       }
+      if (damaged.has(org)) return undefined;
+      const readable = committed.findIndex((row) => !bodyIsReadable(row));
+      const rows = readable === -1 ? committed : committed.slice(0, readable);
+      if (readable !== -1) damaged.set(org, committed[readable]!.seq);
       // Each consumer takes only the rows past what it holds.
       for (const [consumer, seqs] of consumers) {
         const newer = newerThan(rows, seqs.get(org));
@@ -81,6 +88,10 @@ export async function startConsumers(s: StartUp): Promise<{ ms: number; checkpoi
     { after: replayAfter(s.store.orgs(), consumers.map(([, seqs]) => seqs)) },
   );
   replaying = false;
+  for (const [org, seq] of damaged) {
+    s.actors.markDamaged(org, seq);
+    s.log('error', 'ledger damaged: a row cannot be read; writes to this org are refused, reads serve what precedes it', { org, seq });
+  }
   s.actors.finishReplay();
   s.deliveries.start();
   return { ms: Math.round(performance.now() - started), checkpoints, partitioned: rebuilt.size };

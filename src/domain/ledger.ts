@@ -220,6 +220,16 @@ export class ChainVerifier {
   }
 }
 
+/** Whether a stored row's body parses (a byte flipped on disk can break it); parses it once. */
+export function bodyIsReadable(row: LedgerRow): boolean {
+  try {
+    rowBody(row);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /** The parsed body of a row, parsed at most once however many consumers read it. */
 export function rowBody(row: LedgerRow): Record<string, unknown> {
   return (row.body ??= JSON.parse(row.bodyJson)) as Record<string, unknown>;

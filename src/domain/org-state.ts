@@ -14,7 +14,7 @@ export interface IngestResult extends Decision {
 /** Expected refusals are values, not exceptions. */
 export type Refusal = {
   ok: false;
-  code: 'not_found' | 'conflict' | 'overloaded' | 'unavailable' | 'plan_limit' | 'quota_exceeded' | 'internal';
+  code: 'not_found' | 'conflict' | 'overloaded' | 'unavailable' | 'plan_limit' | 'quota_exceeded' | 'internal' | 'ledger_damaged';
   message: string;
   /** For a monthly quota: seconds until the next UTC month. */
   retryAfterSeconds?: number;
@@ -43,6 +43,8 @@ export const NO_LIMITS: WriterLimits = { plan: 'none', eventsPerMonth: null, exp
 export interface AgentEntry {
   view: AgentView;
   scoring: ScoringState;
+  /** Action id of the agent's latest risky event (0: none yet); see `planReview`. */
+  lastRisky: number;
 }
 
 /** An action whose gate held it (hold, alert or collapse) and that awaits a reviewer's decision. */
@@ -159,7 +161,7 @@ export function applyAgentRecord(state: OrgState, body: Record<string, unknown>,
   const view = agentFromRecord(existing?.view, body, recordedAt);
   if (view === undefined) throw new Error(`ledger names an update of unknown agent ${id}`);
   if (existing !== undefined && body.action === 'update') existing.view = view;
-  else state.agents.set(id, { view, scoring: copyState(FRESH_STATE) });
+  else state.agents.set(id, { view, scoring: copyState(FRESH_STATE), lastRisky: 0 });
   return view;
 }
 
@@ -194,7 +196,7 @@ export function planIngest(
   const payloadJson = canonicalize(event.payload);
   if (recordedAt !== '') countEvent(state, recordedAt);
   const observed = agent.view.observed;
-  const { decision, state: next } = score(policy, agent.scoring, {
+  const { decision, state: next, risky } = score(policy, agent.scoring, {
     event_type: event.event_type,
     payload: event.payload,
     dti: event.dti,
@@ -202,7 +204,7 @@ export function planIngest(
   });
   agent.scoring = next;
   const id = state.nextEventId++;
-  if (decision.requires_human_review) state.held.set(id, { agentId: event.agent_id, gate: decision.gate_status, outcome: null });
+  noteScored(state, event.agent_id, agent, id, decision.gate_status, decision.requires_human_review, risky);
   const body = {
     event_id: id,
     action_id: id,
@@ -280,7 +282,7 @@ export function applyEventRecord(state: OrgState, agentId: string, body: Record<
   if (eventId >= state.nextEventId) state.nextEventId = eventId + 1;
   const agent = state.agents.get(agentId);
   if (agent === undefined) return;
-  const { state: next } = score(policy, agent.scoring, {
+  const { state: next, risky } = score(policy, agent.scoring, {
     event_type: body.event_type as IngestEventBody['event_type'],
     payload: (body.payload ?? {}) as Record<string, unknown>,
     dti: typeof body.dti === 'number' ? body.dti : null,
@@ -289,16 +291,27 @@ export function applyEventRecord(state: OrgState, agentId: string, body: Record<
   next.bii = Number(body.bii);
   next.gate = body.gate_status as Gate;
   agent.scoring = next;
-  if (body.requires_human_review === true) state.held.set(eventId, { agentId, gate: next.gate, outcome: null });
+  noteScored(state, agentId, agent, eventId, next.gate, body.requires_human_review === true, risky);
+}
+
+/** What a scored event leaves besides the agent's scoring, alike when deciding and replaying. */
+function noteScored(state: OrgState, agentId: string, agent: AgentEntry, eventId: number, gate: Gate, held: boolean, risky: boolean): void {
+  if (held) state.held.set(eventId, { agentId, gate, outcome: null });
+  if (risky) agent.lastRisky = eventId;
 }
 
 /**
  * Plans a reviewer's decision on a held action. Released and rejected are final (a second
- * decision is a conflict); escalated leaves the action open for a later decision. Releasing an
- * action the gate collapsed, while the agent is still collapsed, lifts the collapse (every event
- * of a collapsed agent is held too, so which of its collapse actions is released does not matter):
- * the BII is raised to the hold line if below it (else kept) and the gate follows the thresholds
- * (hold, or pass if the BII is at the pass line). Otherwise no decision changes the agent's score.
+ * decision is a conflict); escalated leaves the action open for a later decision.
+ *
+ * A release is the reviewer vouching for the agent: if the agent is not at pass and no risky
+ * signal of it came after the released action, its BII is raised to the pass line (kept if
+ * above) and its gate is pass (a collapse included). Its clean events then pass, and a new risky
+ * signal holds it again at once by the normal scoring. Releasing an action older than the agent's
+ * latest risky signal vouches for nothing: that signal is a newer incident the reviewer has not
+ * judged. Events held only because the agent already was (clean ones after the incident) are not
+ * risky, so releasing the incident or any of them vouches alike. Rejecting and escalating never
+ * change the agent's score. The record carries the resulting gate and BII, which a replay applies.
  */
 export function planReview(
   state: OrgState,
@@ -317,9 +330,8 @@ export function planReview(
   const scoring = agent?.scoring ?? FRESH_STATE;
   let gate = scoring.gate;
   let bii = scoring.bii;
-  if (decision.outcome === 'released' && held.gate === 'collapse' && gate === 'collapse') {
-    // The reviewer vouches for the agent up to supervised operation; it earns pass back by behaviour.
-    bii = Math.max(bii ?? policy.initial_bii, policy.thresholds.hold);
+  if (decision.outcome === 'released' && gate !== null && gate !== 'pass' && actionId >= (agent?.lastRisky ?? 0)) {
+    bii = Math.max(bii ?? policy.initial_bii, policy.thresholds.pass);
     gate = gateFor(policy, bii);
   }
   const body = {

@@ -156,8 +156,19 @@ function ema(mean: number, count: number, x: number, alpha: number): number {
   return count === 0 ? x : mean + alpha * (x - mean);
 }
 
+/** What scoring one event gives. */
+export interface Scored {
+  decision: Decision;
+  state: ScoringState;
+  /**
+   * A risky signal: severe, or an effective signal below the pass line (it would by itself pull
+   * a BII at the pass line below it). A reviewer's release vouches for no risky signal after it.
+   */
+  risky: boolean;
+}
+
 /** Scores one event: the decision and the agent's next scoring state. Deterministic, no I/O. */
-export function score(policy: Policy, state: ScoringState, event: ScoredEvent): { decision: Decision; state: ScoringState } {
+export function score(policy: Policy, state: ScoringState, event: ScoredEvent): Scored {
   const base = baseSignal(policy, event, state);
   let { s, severe, reason } = base;
   if (event.dti !== null) {
@@ -212,6 +223,7 @@ export function score(policy: Policy, state: ScoringState, event: ScoredEvent): 
   return {
     decision: { gate_status: gate, bii, composite_trust: composite, reason, requires_human_review: gate !== 'pass' },
     state: next,
+    risky: severe || effective < policy.thresholds.pass,
   };
 }
 

@@ -16,6 +16,7 @@ export const STATUS_OF: Record<ErrorCode, number> = {
   quota_exceeded: 429,
   overloaded: 429,
   unavailable: 503,
+  ledger_damaged: 503,
   internal: 500,
 };
 

@@ -174,8 +174,9 @@ describe('POST /reviews/{action_id}', () => {
       note: 'false alarm',
       reviewer: 'alice',
       held_gate: 'hold',
-      gate_status: 'hold',
-      bii: hold.bii,
+      // The release vouches for the agent: it is back at the pass line.
+      gate_status: 'pass',
+      bii: 0.75,
       decided_at: expect.any(String),
     });
     for (const outcome of ['released', 'rejected', 'escalated']) {
@@ -271,24 +272,24 @@ describe('POST /reviews/{action_id}', () => {
 });
 
 describe('decisions and the agent gate', () => {
-  it('releasing the collapse-gated action of a collapsed agent lifts it to hold at BII 0.5', async () => {
+  it('releasing the collapse-gated action of a collapsed agent lifts it to pass at BII 0.75', async () => {
     const agent = await newAgent();
     const answers = await collapse(agent);
     const collapsed = answers.at(-1);
     expect(await agentView(agent)).toMatchObject({ gate: 'collapse' });
-    // Releasing an action the gate only held does not lift a collapse.
+    // Releasing an action older than the agent's latest risky signal does not lift a collapse.
     const early = await decide(answers[0].action_id, { outcome: 'released' });
     expect(early.body).toMatchObject({ held_gate: 'hold', gate_status: 'collapse' });
     expect((await agentView(agent)).gate).toBe('collapse');
 
     const res = await decide(collapsed.action_id, { outcome: 'released', note: 'vouched' });
     expect(res.status).toBe(200);
-    expect(res.body).toMatchObject({ held_gate: 'collapse', gate_status: 'hold', bii: 0.5 });
-    expect(await agentView(agent)).toMatchObject({ gate: 'hold', bii: 0.5 });
-    // The writer knows it too: a clean event scores from 0.5 instead of staying collapsed.
+    expect(res.body).toMatchObject({ held_gate: 'collapse', gate_status: 'pass', bii: 0.75 });
+    expect(await agentView(agent)).toMatchObject({ gate: 'pass', bii: 0.75 });
+    // The writer knows it too: a clean event scores from 0.75 instead of staying collapsed.
     const next = await ingest(clean(agent));
-    expect(next.gate_status).toBe('hold');
-    expect(next.bii).toBeGreaterThan(0.5);
+    expect(next.gate_status).toBe('pass');
+    expect(next.bii).toBeGreaterThan(0.75);
   });
 
   it('a release keeps a BII already at the pass line, and the gate becomes pass', async () => {
@@ -401,7 +402,7 @@ describe('restarts', () => {
       expect(actions.at(-1).gate_status).toBe('collapse');
       expect((await api.post(`/reviews/${actions[0].action_id}`, { outcome: 'rejected' })).status).toBe(200);
       expect((await api.post(`/reviews/${actions[1].action_id}`, { outcome: 'escalated' })).status).toBe(200);
-      expect((await api.post(`/reviews/${actions[3].action_id}`, { outcome: 'released' })).body.gate_status).toBe('hold');
+      expect((await api.post(`/reviews/${actions[3].action_id}`, { outcome: 'released' })).body.gate_status).toBe('pass');
       const pending = await api.get('/reviews?limit=500');
       const decided = await api.get('/reviews?status=decided&limit=500');
       const view = await api.get('/agents/k');
@@ -415,8 +416,8 @@ describe('restarts', () => {
       expect(await api.get('/agents/k')).toEqual(view);
       expect((await api.post(`/reviews/${actions[3].action_id}`, { outcome: 'released' })).status).toBe(409);
       expect((await api.post(`/reviews/${actions[1].action_id}`, { outcome: 'released' })).status).toBe(200);
-      // The writer replayed the release too: a clean event scores from hold, not collapse.
-      expect((await api.post('/events/', clean('k'))).body.gate_status).toBe('hold');
+      // The writer replayed the release too: a clean event scores from pass, not collapse.
+      expect((await api.post('/events/', clean('k'))).body.gate_status).toBe('pass');
     } finally {
       child.child.kill('SIGTERM');
       await child.exited;

@@ -42,18 +42,18 @@ describe('review rules', () => {
     expect(state.held.get(2)).toEqual({ agentId: 'a', gate: (held as { result: { gate_status: string } }).result.gate_status, outcome: null });
   });
 
-  it('release lifts a collapse to hold (BII raised to the hold line); a second decision is a conflict', () => {
+  it('release lifts a collapse to pass (BII raised to the pass line); a second decision is a conflict', () => {
     const { state, bodies } = collapsed();
     const last = Number(bodies.at(-1)!.action_id);
     expect(state.agents.get('a')!.scoring.bii).toBeLessThan(POLICY_V1.thresholds.alert);
     const planned = planReview(state, last, { outcome: 'released', note: 'false alarm' }, 'alice', POLICY_V1, 'now');
-    const hold = POLICY_V1.thresholds.hold;
-    expect(planned).toMatchObject({ kind: 'review', agentId: 'a', body: { action_id: last, outcome: 'released', held_gate: 'collapse', gate_status: 'hold', bii: hold, reviewer: 'alice', note: 'false alarm' } });
-    expect(state.agents.get('a')!.scoring.gate).toBe('hold');
-    expect(state.agents.get('a')!.scoring.bii).toBe(hold);
+    const pass = POLICY_V1.thresholds.pass;
+    expect(planned).toMatchObject({ kind: 'review', agentId: 'a', body: { action_id: last, outcome: 'released', held_gate: 'collapse', gate_status: 'pass', bii: pass, reviewer: 'alice', note: 'false alarm' } });
+    expect(state.agents.get('a')!.scoring.gate).toBe('pass');
+    expect(state.agents.get('a')!.scoring.bii).toBe(pass);
     expect(planReview(state, last, { outcome: 'rejected', note: '' }, 'bob', POLICY_V1, 'now')).toMatchObject({ ok: false, code: 'conflict' });
     // The collapse no longer sticks: clean behaviour now scores by the thresholds again.
-    expect(planIngest(state, clean, POLICY_V1, DIGEST)).toMatchObject({ result: { gate_status: 'hold' } });
+    expect(planIngest(state, clean, POLICY_V1, DIGEST)).toMatchObject({ result: { gate_status: 'pass' } });
   });
 
   it('reject and escalate leave a collapse in place; an escalated action can still be decided', () => {

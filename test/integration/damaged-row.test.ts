@@ -1,0 +1,79 @@
+import { open } from 'lmdb';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { call, removeDir, runCli, startServer, tempDir, type TestServer } from '../support/server.js';
+
+// Issue 13, item 6: a ledger row whose bytes no longer parse refuses writes to its org with 503
+// `ledger_damaged` naming the seq, logged once at start; other orgs and every read keep working.
+
+const dir = tempDir('vigil-damaged-');
+let server: TestServer;
+let otherKey: string;
+const logs: { msg: string; fields?: Record<string, unknown> }[] = [];
+
+/** Breaks the JSON of one stored row (its last `}` becomes `x`), as a flipped bit on disk would. */
+async function damageRow(dataDir: string, org: string, seq: number): Promise<void> {
+  const env = open({ path: dataDir, noSubdir: false, maxDbs: 32 });
+  const ledger = env.openDB<Buffer, [string, number]>({ name: 'ledger', encoding: 'binary', cache: false });
+  const value = Buffer.from(ledger.get([org, seq])!);
+  value[value.lastIndexOf('}'.charCodeAt(0))] = 'x'.charCodeAt(0);
+  ledger.putSync([org, seq], value);
+  // Without checkpoints, the start replays every row (as after a kill -9 on a first run).
+  const snapshots = env.openDB({ name: 'snapshots' });
+  for (const key of snapshots.getKeys({})) snapshots.removeSync(key);
+  await env.close();
+}
+
+const event = (agent: string, i: number) => ({ agent_id: agent, event_type: 'output_generated', payload: { i } });
+
+beforeAll(async () => {
+  const first = await startServer({}, dir);
+  otherKey = (await runCli(['keys', 'create', '--org', 'globex', '--scopes', 'events:write,admin'], { VIGIL_DATA_DIR: dir })).stdout.trim().split('\n').at(-1)!;
+  await call(first.url, 'POST', '/agents/', { body: { agent_id: 'a', name: 'A' } });
+  await call(first.url, 'PATCH', '/admin/agents/a', { body: { public: true } });
+  await call(first.url, 'POST', '/agents/', { key: otherKey, body: { agent_id: 'g', name: 'G' } });
+  for (let i = 0; i < 4; i++) {
+    expect((await call(first.url, 'POST', '/events/', { body: event('a', i) })).status).toBe(200);
+    expect((await call(first.url, 'POST', '/events/', { key: otherKey, body: event('g', i) })).status).toBe(200);
+  }
+  await first.close();
+  await damageRow(dir, 'acme', 4);
+  server = await startServer({}, dir, logs);
+});
+afterAll(async () => {
+  await server.close();
+  removeDir(dir);
+});
+
+describe('a damaged ledger row', () => {
+  it('is logged once at start with its org and seq', () => {
+    const lines = logs.filter((l) => l.msg.startsWith('ledger damaged'));
+    expect(lines).toEqual([{ msg: expect.any(String), fields: { org: 'acme', seq: 4 } }]);
+  });
+
+  it('refuses every write to its org with 503 ledger_damaged naming the seq', async () => {
+    for (const [method, path, body] of [
+      ['POST', '/events/', event('a', 9)],
+      ['POST', '/agents/', { agent_id: 'b', name: 'B' }],
+      ['PATCH', '/admin/agents/a', { public: false }],
+    ] as const) {
+      const res = await call(server.url, method, path, { body });
+      expect(res.status, path).toBe(503);
+      expect(res.body.error.code).toBe('ledger_damaged');
+      expect(res.body.error.message).toContain('seq 4');
+    }
+    const rows = (await call(server.url, 'GET', '/audit/export')).text.trim().split('\n');
+    expect(rows).toHaveLength(6);
+  });
+
+  it('keeps other orgs writing and every read of its org working', async () => {
+    const other = await call(server.url, 'POST', '/events/', { key: otherKey, body: event('g', 9) });
+    expect(other.status).toBe(200);
+    expect(other.body.event_id).toBe(5);
+    expect((await call(server.url, 'GET', '/agents/a')).status).toBe(200);
+    expect((await call(server.url, 'GET', '/public/agents/acme/a', { key: null })).status).toBe(200);
+    const verify = await call(server.url, 'GET', '/audit/a/verify');
+    expect(verify.status).toBe(200);
+    expect(verify.body).toMatchObject({ ok: false, first_bad_seq: 4 });
+    expect((await call(server.url, 'GET', '/health')).status).toBe(200);
+  });
+});

@@ -1,0 +1,189 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import {
+  applyAgentRecord,
+  applyEventRecord,
+  applyReviewRecord,
+  emptyOrgState,
+  planIngest,
+  planReview,
+  type OrgState,
+} from '../../src/domain/org-state.js';
+import { POLICY_V1, policyDigest } from '../../src/domain/policy.js';
+import type { IngestEventBody, ReviewOutcome } from '../../src/domain/schemas.js';
+
+/** A release vouches for the agent (issue 13, item 10): the rule of `planReview`. */
+const DIGEST = policyDigest(POLICY_V1);
+const PASS = POLICY_V1.thresholds.pass;
+const AGENT = { agent_id: 'a', name: 'A', kind: 'production', observed: true };
+
+const event = (event_type: IngestEventBody['event_type'], payload: Record<string, unknown> = {}, dti: number | null = null): IngestEventBody => ({
+  agent_id: 'a',
+  event_type,
+  payload,
+  dti,
+  source: 'self',
+  actor: null,
+});
+const clean = event('output_generated');
+const severe = event('monitoring_state_change', { enabled: false });
+
+/** Events of every kind of signal: clean, mild, risky and severe. */
+const eventArb: fc.Arbitrary<IngestEventBody> = fc.constantFrom(
+  clean,
+  severe,
+  event('output_generated', {}, 0.99),
+  event('output_generated', {}, 0.4),
+  event('config_read', { key: 'ui.theme' }),
+  event('config_read', { key: 'db.password' }),
+  event('config_write', { key: 'ui.theme' }),
+  event('config_write', { key: 'oversight.level' }),
+  event('file_operation', { operation: 'write', path: '/workspace/a.ts', workspace: '/workspace' }),
+  event('file_operation', { operation: 'write', path: '/etc/passwd' }),
+  event('file_operation', { operation: 'delete', path: '/var/log/app.log' }),
+  event('monitoring_state_change', { enabled: true }),
+);
+
+interface Run {
+  state: OrgState;
+  /** Every planned record, in order, as replay would read them back. */
+  records: { kind: 'event' | 'review'; body: Record<string, unknown> }[];
+}
+
+function start(): Run {
+  const state = emptyOrgState();
+  applyAgentRecord(state, AGENT, 't');
+  return { state, records: [] };
+}
+
+function ingest(run: Run, body: IngestEventBody) {
+  const planned = planIngest(run.state, body, POLICY_V1, DIGEST);
+  if ('ok' in planned) throw new Error(planned.message);
+  run.records.push({ kind: 'event', body: planned.body });
+  return planned.result;
+}
+
+function review(run: Run, actionId: number, outcome: ReviewOutcome) {
+  const planned = planReview(run.state, actionId, { outcome, note: '' }, 'r', POLICY_V1, 't');
+  if ('ok' in planned) throw new Error(planned.message);
+  run.records.push({ kind: 'review', body: planned.body });
+  return planned.result;
+}
+
+const scoring = (run: Run) => run.state.agents.get('a')!.scoring;
+const openActions = (run: Run) => [...run.state.held.keys()];
+
+describe('a release vouches for the agent', () => {
+  it('after one severe event and its release, the next fourteen clean events pass and open no review', () => {
+    const run = start();
+    const held = ingest(run, severe);
+    expect(held).toMatchObject({ gate_status: 'hold', requires_human_review: true });
+    expect(review(run, held.action_id, 'released')).toMatchObject({ held_gate: 'hold', gate_status: 'pass', bii: PASS });
+    for (let i = 0; i < 14; i++) expect(ingest(run, clean), `clean event ${i + 1}`).toMatchObject({ gate_status: 'pass', requires_human_review: false });
+    expect(run.state.held.size).toBe(0);
+    // A new risky signal holds it again at once.
+    expect(ingest(run, severe).gate_status).not.toBe('pass');
+  });
+
+  it('releasing the incident or a clean event held after it vouches alike; an action older than a later risky signal does not', () => {
+    const run = start();
+    const first = ingest(run, severe); // hold
+    const cleanHeld = ingest(run, clean); // held only because the agent already is
+    const second = ingest(run, severe); // a newer incident
+    const cleanAfter = ingest(run, clean);
+    expect([first, cleanHeld, second, cleanAfter].map((r) => r.requires_human_review)).toEqual([true, true, true, true]);
+    const before = { ...scoring(run) };
+    // Both were before the newer incident, which no reviewer has judged yet.
+    expect(review(run, first.action_id, 'released')).toMatchObject({ gate_status: before.gate, bii: before.bii });
+    expect(review(run, cleanHeld.action_id, 'released')).toMatchObject({ gate_status: before.gate, bii: before.bii });
+    expect(scoring(run)).toEqual(before);
+    // A clean event held after the newer incident: the reviewer vouches for the agent as it is now.
+    expect(review(run, cleanAfter.action_id, 'released')).toMatchObject({ gate_status: 'pass', bii: PASS });
+    // The incident itself stays in the queue for its own decision.
+    expect(openActions(run)).toEqual([second.action_id]);
+    expect(ingest(run, clean).gate_status).toBe('pass');
+  });
+
+  it('a release of an agent already at pass keeps its BII; a BII above the pass line is kept', () => {
+    const run = start();
+    const held = ingest(run, severe);
+    let last;
+    do last = ingest(run, clean);
+    while (last.bii < PASS);
+    expect(last.gate_status).toBe('pass'); // recovered by itself
+    expect(review(run, held.action_id, 'released')).toMatchObject({ gate_status: 'pass', bii: last.bii });
+  });
+
+  it('property: releasing an action at or after the latest risky signal gives pass at BII ≥ 0.75; then a clean event passes and a severe one does not', () => {
+    fc.assert(
+      fc.property(fc.array(eventArb, { minLength: 1, maxLength: 40 }), fc.nat(), fc.boolean(), (events, pick, thenSevere) => {
+        const run = start();
+        for (const e of events) ingest(run, e);
+        const agent = run.state.agents.get('a')!;
+        const eligible = openActions(run).filter((id) => id >= agent.lastRisky);
+        fc.pre(eligible.length > 0);
+        const before = agent.scoring.bii!;
+        const result = review(run, eligible[pick % eligible.length]!, 'released');
+        expect(result.gate_status).toBe('pass');
+        expect(result.bii).toBe(Math.max(before, PASS));
+        expect(scoring(run)).toMatchObject({ gate: 'pass', bii: result.bii });
+        const next = ingest(run, thenSevere ? severe : clean);
+        if (thenSevere) expect(next.gate_status).not.toBe('pass');
+        else expect(next).toMatchObject({ gate_status: 'pass', requires_human_review: false });
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('property: rejecting, escalating, or releasing an action older than the latest risky signal changes no score', () => {
+    fc.assert(
+      fc.property(fc.array(eventArb, { minLength: 1, maxLength: 40 }), fc.nat(), fc.constantFrom<ReviewOutcome>('released', 'rejected', 'escalated'), (events, pick, outcome) => {
+        const run = start();
+        for (const e of events) ingest(run, e);
+        const agent = run.state.agents.get('a')!;
+        const candidates = openActions(run).filter((id) => outcome !== 'released' || id < agent.lastRisky);
+        fc.pre(candidates.length > 0);
+        const before = { ...agent.scoring };
+        const result = review(run, candidates[pick % candidates.length]!, outcome);
+        expect([result.gate_status, result.bii]).toEqual([before.gate, before.bii]);
+        expect(scoring(run)).toEqual(before);
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('property: replaying the recorded events and decisions rebuilds the live state exactly', () => {
+    const stepArb = fc.oneof(
+      { weight: 3, arbitrary: eventArb.map((e) => ({ type: 'event' as const, e })) },
+      { weight: 1, arbitrary: fc.record({ type: fc.constant('review' as const), pick: fc.nat(), outcome: fc.constantFrom<ReviewOutcome>('released', 'rejected', 'escalated') }) },
+    );
+    fc.assert(
+      fc.property(fc.array(stepArb, { maxLength: 60 }), (steps) => {
+        const run = start();
+        for (const step of steps) {
+          if (step.type === 'event') ingest(run, step.e);
+          else {
+            const open = openActions(run);
+            if (open.length > 0) review(run, open[step.pick % open.length]!, step.outcome);
+          }
+        }
+        const replay = emptyOrgState();
+        applyAgentRecord(replay, AGENT, 't');
+        for (const r of run.records) {
+          if (r.kind === 'event') applyEventRecord(replay, 'a', r.body, POLICY_V1);
+          else applyReviewRecord(replay, 'a', r.body);
+        }
+        expect(replay).toEqual(run.state);
+        // And the replayed state decides the next step as the live one does.
+        const open = openActions(run);
+        if (open.length > 0) {
+          const live = planReview(run.state, open.at(-1)!, { outcome: 'released', note: '' }, 'r', POLICY_V1, 't');
+          const again = planReview(replay, open.at(-1)!, { outcome: 'released', note: '' }, 'r', POLICY_V1, 't');
+          expect(again).toEqual(live);
+        }
+        expect(planIngest(replay, clean, POLICY_V1, DIGEST)).toEqual(planIngest(run.state, clean, POLICY_V1, DIGEST));
+      }),
+      { numRuns: 300 },
+    );
+  });
+});
