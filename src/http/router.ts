@@ -60,6 +60,10 @@ interface Exchange {
   aborted: boolean;
   /** True while uWebSockets.js's handler runs: writes are already corked then. */
   inHandler?: boolean;
+  /** Reading from the connection is paused until this answer is written (see `awaitAnswer`). */
+  paused?: boolean;
+  /** Close the connection after this answer (what follows on it cannot be trusted). */
+  close?: boolean;
 }
 
 /**
@@ -95,6 +99,10 @@ function handle(m: Mounted, res: HttpResponse, req: HttpRequest): void {
   }
   const params: Record<string, string> = {};
   for (let i = 0; i < m.names.length; i++) params[m.names[i]!] = safeDecode(req.getParameter(i));
+  if (headers['content-length'] !== undefined && hasConflictingLength(req)) {
+    refuseFraming(exchange);
+    return;
+  }
   const rawQuery = req.getQuery() ?? '';
   const ctx: RouteContext = {
     params,
@@ -127,6 +135,43 @@ function handle(m: Mounted, res: HttpResponse, req: HttpRequest): void {
   exchange.inHandler = false;
 }
 
+/**
+ * The answer comes later (a durable write, a verification): stop reading from the connection
+ * until it is written. uWebSockets.js closes a connection on which a request arrives while an
+ * earlier one is unanswered ("async pipelining"); paused, a request the client sends early waits
+ * in the socket's buffer and is read once this answer is out. One that arrived in the same read
+ * as this request is beyond reach (README, Deployment).
+ */
+function awaitAnswer(exchange: Exchange): void {
+  if (exchange.aborted || exchange.paused === true) return;
+  exchange.paused = true;
+  exchange.res.pause();
+}
+
+/**
+ * Two Content-Length headers frame the body two ways (request smuggling): 400, then close (RFC
+ * 9112 §6.3), and nothing after it on the connection may run. An answer written now would only
+ * close the connection after uWebSockets.js has parsed (and routed) what follows in the same
+ * read; answered on the next turn, a request that follows makes uWebSockets.js close the
+ * connection before routing it (the 400 is then lost with it).
+ */
+function refuseFraming(exchange: Exchange): void {
+  watchAbort(exchange);
+  exchange.inHandler = false;
+  exchange.close = true;
+  const error = new VigilError('bad_request', 'conflicting Content-Length headers', [{ path: 'content-length', message: 'sent more than once' }]);
+  setImmediate(() => sendError(exchange, error));
+}
+
+/** Whether the request carries Content-Length more than once (uWebSockets.js reads the first). */
+function hasConflictingLength(req: HttpRequest): boolean {
+  let seen = 0;
+  req.forEach((name) => {
+    if (name === 'content-length') seen++;
+  });
+  return seen > 1;
+}
+
 function watchAbort(exchange: Exchange): void {
   exchange.res.onAborted(() => {
     exchange.aborted = true;
@@ -143,6 +188,7 @@ function run(route: Route, exchange: Exchange, ctx: RouteContext): void {
   }
   if (result instanceof Promise) {
     if (exchange.inHandler === true) watchAbort(exchange);
+    awaitAnswer(exchange);
     result.then(
       (r) => respond(exchange, r),
       (error: unknown) => sendError(exchange, error),
@@ -186,6 +232,7 @@ function respond(exchange: Exchange, result: RouteResult): void {
   const status = result.status ?? 200;
   if ('lines' in result) {
     if (exchange.inHandler === true) watchAbort(exchange);
+    awaitAnswer(exchange);
     void streamLines(exchange, status, result.contentType, result.lines, result.headers);
     return;
   }
@@ -203,15 +250,24 @@ function respond(exchange: Exchange, result: RouteResult): void {
 
 export function write(exchange: Exchange, status: number, contentType: string, body: string | Buffer, headers?: Record<string, string>): void {
   if (exchange.aborted) return;
-  if (exchange.inHandler === true) send(exchange.res, status, contentType, body, headers);
-  else exchange.res.cork(() => send(exchange.res, status, contentType, body, headers));
+  if (exchange.inHandler === true) send(exchange, status, contentType, body, headers);
+  else exchange.res.cork(() => send(exchange, status, contentType, body, headers));
 }
 
-function send(res: HttpResponse, status: number, contentType: string, body: string | Buffer, headers?: Record<string, string>): void {
+function send(exchange: Exchange, status: number, contentType: string, body: string | Buffer, headers?: Record<string, string>): void {
+  const { res } = exchange;
+  resumeReading(exchange);
   res.writeStatus(STATUS_TEXT[status] ?? String(status));
   if (body.length > 0 || status !== 304) res.writeHeader('content-type', contentType);
   if (headers !== undefined) for (const name in headers) res.writeHeader(name, headers[name]!);
-  res.end(body);
+  res.end(body, exchange.close === true);
+}
+
+/** Called in the cork of the answer's last write, before `end` (after it `res` is gone). */
+function resumeReading(exchange: Exchange): void {
+  if (exchange.paused !== true) return;
+  exchange.paused = false;
+  exchange.res.resume();
 }
 
 const STREAM_CHUNK = 64 * 1024;
@@ -252,7 +308,12 @@ async function streamLines(
     if (!exchange.aborted) res.cork(() => res.close());
     return;
   }
-  if (!exchange.aborted) res.cork(() => res.end(buffer));
+  if (!exchange.aborted) {
+    res.cork(() => {
+      resumeReading(exchange);
+      res.end(buffer);
+    });
+  }
 }
 
 function drained(exchange: Exchange): Promise<void> {
