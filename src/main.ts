@@ -1,11 +1,11 @@
 import { statSync } from 'node:fs';
-import { parseArgs } from 'node:util';
 import { z } from 'zod';
+import { parseCommand, UsageError } from './cli/args.js';
 import { isBundleArchive, verifyBundle, type BundleReport } from './cli/verify-bundle.js';
 import { verifyLedgerFile } from './cli/verify-file.js';
 import { ConfigError, loadConfig } from './config.js';
 import { Scope, orgSlug } from './domain/schemas.js';
-import { ensureError, VigilError } from './errors.js';
+import { ensureError, StartError, VigilError } from './errors.js';
 import { Registry } from './registry.js';
 import { startRuntime, jsonLog } from './runtime.js';
 import { LmdbStore } from './store/lmdb.js';
@@ -17,14 +17,14 @@ const USAGE = `usage: vigil <command>
   verify <ledger.jsonl>                              verify an exported ledger offline
   verify <bundle.tar.gz|dir> [--manifest-sha256 <hex>]  verify an export bundle offline
                                                      (optionally against the manifest sha256 from GET /exports)
+  help, --help, -h                                   this text (also: <command> --help)
 scopes: ${Scope.join(', ')}`;
 
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
   switch (command) {
-    case undefined:
     case 'serve':
-      return serve();
+      return serve(rest);
     case 'keys':
       return keys(rest);
     case 'orgs':
@@ -33,19 +33,27 @@ async function main(argv: string[]): Promise<number> {
       return verify(rest);
     case 'help':
     case '--help':
-      console.log(USAGE);
-      return 0;
-    default:
-      console.error(`unknown command ${command}\n${USAGE}`);
+    case '-h':
+      return help();
+    case undefined:
+      // Serving is asked for by name: a bare `vigil` beside a running server must not start another.
+      console.error(USAGE);
       return 2;
+    default:
+      throw new UsageError(`unknown command ${command}`);
   }
 }
 
-async function serve(): Promise<number> {
-  const runtime = await startRuntime(loadConfig());
-  if (runtime.firstKey !== null) {
-    console.log(`\n  Vigil created org "default" with an admin key (shown only now):\n\n    ${runtime.firstKey}\n`);
-  }
+function help(): number {
+  console.log(USAGE);
+  return 0;
+}
+
+async function serve(args: string[]): Promise<number> {
+  if (parseCommand(args, {}, 0).values.help === true) return help();
+  // The first-start key goes to the terminal only, as plain text: never into a JSON log line.
+  const showFirstKey = (key: string): void => console.log(`\n  Vigil created org "default" with an admin key (shown only now):\n\n    ${key}\n`);
+  const runtime = await startRuntime(loadConfig(), jsonLog, { showFirstKey });
   const stop = (): void => {
     jsonLog('info', 'shutting down');
     runtime.close().then(
@@ -59,15 +67,10 @@ async function serve(): Promise<number> {
 }
 
 async function orgs(args: string[]): Promise<number> {
-  const { positionals, values } = parseArgs({
-    args,
-    allowPositionals: true,
-    options: { org: { type: 'string' }, plan: { type: 'string' }, 'billing-email': { type: 'string' } },
-  });
-  if (positionals[0] !== 'set-plan' || values.org === undefined || values.plan === undefined) {
-    console.error(USAGE);
-    return 2;
-  }
+  const { positionals, values } = parseCommand(args, { org: { type: 'string' }, plan: { type: 'string' }, 'billing-email': { type: 'string' } }, 1);
+  if (values.help === true) return help();
+  if (positionals[0] !== 'set-plan') throw new UsageError(`orgs: ${positionals[0] === undefined ? 'name a subcommand' : `unknown subcommand ${positionals[0]}`}; use set-plan`);
+  if (values.org === undefined || values.plan === undefined) throw new UsageError('orgs set-plan needs --org and --plan');
   const email = values['billing-email'];
   if (email !== undefined && !z.email().safeParse(email).success) throw new VigilError('validation_failed', `--billing-email: not an e-mail address`);
   const config = loadConfig();
@@ -82,15 +85,10 @@ async function orgs(args: string[]): Promise<number> {
 }
 
 async function keys(args: string[]): Promise<number> {
-  const { positionals, values } = parseArgs({
-    args,
-    allowPositionals: true,
-    options: { org: { type: 'string' }, scopes: { type: 'string' }, name: { type: 'string' } },
-  });
-  if (positionals[0] !== 'create' || values.org === undefined || values.scopes === undefined) {
-    console.error(USAGE);
-    return 2;
-  }
+  const { positionals, values } = parseCommand(args, { org: { type: 'string' }, scopes: { type: 'string' }, name: { type: 'string' } }, 1);
+  if (values.help === true) return help();
+  if (positionals[0] !== 'create') throw new UsageError(`keys: ${positionals[0] === undefined ? 'name a subcommand' : `unknown subcommand ${positionals[0]}`}; use create`);
+  if (values.org === undefined || values.scopes === undefined) throw new UsageError('keys create needs --org and --scopes');
   const slug = orgSlug.safeParse(values.org);
   if (!slug.success) throw new VigilError('validation_failed', `--org: ${slug.error.issues[0]?.message ?? 'invalid'}`);
   const scopes = values.scopes.split(',').map((s) => s.trim());
@@ -111,18 +109,10 @@ async function keys(args: string[]): Promise<number> {
 }
 
 async function verify(args: string[]): Promise<number> {
-  let parsed;
-  try {
-    parsed = parseArgs({ args, allowPositionals: true, options: { 'manifest-sha256': { type: 'string' } } });
-  } catch (error) {
-    console.error(`${ensureError(error).message}\n${USAGE}`);
-    return 2;
-  }
+  const parsed = parseCommand(args, { 'manifest-sha256': { type: 'string' } }, 1);
+  if (parsed.values.help === true) return help();
   const path = parsed.positionals[0];
-  if (path === undefined || parsed.positionals.length > 1) {
-    console.error(USAGE);
-    return 2;
-  }
+  if (path === undefined) throw new UsageError('verify needs a ledger file or a bundle');
   const expected = parsed.values['manifest-sha256'];
   if (expected !== undefined && !/^[0-9a-fA-F]{64}$/.test(expected)) {
     console.error('--manifest-sha256: expected 64 hex characters');
@@ -166,7 +156,13 @@ main(process.argv.slice(2)).then(
   (code) => process.exit(code),
   (error: unknown) => {
     const e = ensureError(error);
-    console.error(e instanceof ConfigError || e instanceof VigilError ? e.message : (e.stack ?? e.message));
+    if (e instanceof UsageError) {
+      console.error(`${e.message}\n${USAGE}`);
+      process.exit(2);
+    }
+    // What the operator can fix is said in one message; anything else is a bug and keeps its stack.
+    const expected = e instanceof ConfigError || e instanceof VigilError || e instanceof StartError;
+    console.error(expected ? e.message : (e.stack ?? e.message));
     process.exit(1);
   },
 );

@@ -14,6 +14,7 @@ import type { Bus } from './bus/bus.js';
 import { blockingLimit, nextMonthStart } from './domain/billing.js';
 import { MemoryBus } from './bus/memory.js';
 import { withBoundPort, type Config } from './config.js';
+import { ensureError, StartError } from './errors.js';
 import { OpenAiCompatibleModel } from './demo/openai-model.js';
 import { Studio } from './demo/studio.js';
 import { LmdbStudioAgentStore } from './demo/studio-store.js';
@@ -27,6 +28,7 @@ import { Registry } from './registry.js';
 import { nativeSha256Chain } from './store/batch-hash.js';
 import { LmdbStore } from './store/lmdb.js';
 import { LmdbScoringKeyStore } from './store/scoring-keys.js';
+import { lockDataDir, type DataDirLock } from './store/data-dir-lock.js';
 import { closeVerifyWorkers, verifyChain } from './store/verify-chain.js';
 
 export interface Runtime {
@@ -50,8 +52,13 @@ export const jsonLog: Log = (level, msg, fields) => {
 };
 
 /** The composition root: picks the adapters for the mode and starts actors and the front end. */
-/** Seams for tests; production passes none. */
+/** Seams for tests (production passes none of them but showFirstKey). */
 export interface RuntimeOptions {
+  /**
+   * Shows the admin key created on a first start to the operator (the CLI's terminal banner), before
+   * the front end listens. The key never enters a log line.
+   */
+  showFirstKey?: (key: string) => void;
   /** Resolves receiver host names (DNS by default). */
   lookup?: Lookup;
   /** Bound on one webhook attempt (10 s by default). */
@@ -62,14 +69,39 @@ export interface RuntimeOptions {
   replay?: ReplayOptions;
 }
 
+/**
+ * Starts the service on `config.dataDir`, which it locks for its life (a second runtime on the same
+ * dir, in this process or another, is refused with StartError `data_dir_locked`). A start that fails
+ * half-way closes what it opened and releases the lock before rejecting.
+ */
 export async function startRuntime(config: Config, log: Log = jsonLog, options: RuntimeOptions = {}): Promise<Runtime> {
   if (config.natsUrl !== undefined) {
     throw new Error('cluster mode (VIGIL_NATS_URL) is not available in this version; unset it to run embedded');
   }
+  const lock = lockDataDir(config.dataDir);
+  const opened: (() => unknown)[] = [() => lock.release()];
+  try {
+    return await start(config, log, options, lock, opened);
+  } catch (error) {
+    for (const close of opened.reverse()) {
+      try {
+        await close();
+      } catch (closing) {
+        log('error', 'closing after a failed start failed', { error: ensureError(closing).message });
+      }
+    }
+    throw error;
+  }
+}
+
+/** `opened` collects what a failed start must close, in the order opened. */
+async function start(config: Config, log: Log, options: RuntimeOptions, lock: DataDirLock, opened: (() => unknown)[]): Promise<Runtime> {
   const now = (): number => Date.now();
   const store = new LmdbStore(config.dataDir, config.durability);
+  opened.push(() => store.close());
   const registry = new Registry(store);
-  const firstKey = await bootstrap(config, store, registry, log);
+  const firstKey = await bootstrap(config, store, registry);
+  if (firstKey !== null) options.showFirstKey?.(firstKey);
 
   const bus: Bus = new MemoryBus(store);
   const digest = policyDigest(POLICY_V1);
@@ -92,6 +124,7 @@ export async function startRuntime(config: Config, log: Log = jsonLog, options: 
     },
   });
   bus.serve(actors.handle);
+  opened.push(() => bus.close());
   const directory = new AgentDirectory();
   const reviews = new ReviewQueue();
   const meter = new UsageMeter();
@@ -119,6 +152,7 @@ export async function startRuntime(config: Config, log: Log = jsonLog, options: 
     ...(lookup === undefined ? {} : { lookup }),
     log,
   });
+  opened.push(() => deliveries.close());
   const rebuilt = await startConsumers({
     store,
     bus,
@@ -144,11 +178,14 @@ export async function startRuntime(config: Config, log: Log = jsonLog, options: 
       .catch((error: unknown) => log('error', 'checkpoint failed', { error: String(error) })));
   const timer = setInterval(() => void checkpoint(false), config.checkpointSeconds * 1000);
   timer.unref();
+  opened.push(() => clearInterval(timer));
 
   let studio: Studio | null = null;
   // Listening first gives the port actually bound: URLs built from it (public records, deploy
   // endpoints, pages) name that port even when VIGIL_PORT is 0.
+  let listening = false;
   const http = await startHttpServer(config.host, config.port, async (port) => {
+    listening = true;
     const served = withBoundPort(config, port);
     studio = served.demo
       ? await Studio.start({
@@ -181,28 +218,37 @@ export async function startRuntime(config: Config, log: Log = jsonLog, options: 
       now,
       verifyChain: (org, length, agentId, watchHead) => verifyChain(store, org, length, agentId, watchHead),
     };
+  }).catch((error: unknown) => {
+    // The deps are only made once the port is bound: a failure before that is the listen itself.
+    if (listening) throw error;
+    throw new StartError('listen_failed', `cannot listen on ${config.host}:${config.port}: the port is in use, or the host is not an address of this machine (VIGIL_HOST, VIGIL_PORT)`, { cause: error });
   });
-  log('info', 'listening', { port: http.port, host: config.host, mode: 'embedded', data_dir: config.dataDir, durability: config.durability });
+  log('info', 'listening', { port: http.port, host: config.host, mode: 'embedded', data_dir: config.dataDir, durability: config.durability, pid: process.pid });
   return {
     port: http.port,
     mode: 'embedded',
     firstKey,
     routes: http.routes,
     async close() {
-      http.close();
-      clearInterval(timer);
-      await studio?.close();
-      await checkpoint(true);
-      await deliveries.close();
-      log('info', 'checkpoints saved', { consumers: saved.size });
-      await closeVerifyWorkers();
-      await bus.close();
-      await store.close();
+      try {
+        http.close();
+        clearInterval(timer);
+        await studio?.close();
+        await checkpoint(true);
+        await deliveries.close();
+        log('info', 'checkpoints saved', { consumers: saved.size });
+        await closeVerifyWorkers();
+        await bus.close();
+        await store.close();
+      } finally {
+        lock.release();
+      }
     },
   };
 }
 
-async function bootstrap(config: Config, store: LmdbStore, registry: Registry, log: Log): Promise<string | null> {
+/** The admin key created on a first start with an empty data dir, or null. Never logged: secrets stay out of logs. */
+async function bootstrap(config: Config, store: LmdbStore, registry: Registry): Promise<string | null> {
   if (config.bootstrap !== undefined) {
     await registry.ensureKey(config.bootstrap.org, config.bootstrap.key, 'bootstrap');
     return null;
@@ -210,6 +256,5 @@ async function bootstrap(config: Config, store: LmdbStore, registry: Registry, l
   if (!store.isEmpty()) return null;
   await registry.ensureOrg('default');
   const created = await registry.createKey('default', Scope, 'first-start admin');
-  log('info', 'first start: created org "default" and an admin key (shown once)', { org: 'default', key: created.key });
   return created.key;
 }

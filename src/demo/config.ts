@@ -12,6 +12,8 @@ export const DEFAULT_LLM_TIMEOUT_MS = 10_000;
 const schema = z.object({
   VIGIL_LLM_URL: z
     .url({ protocol: /^https?$/, error: 'an http or https address, e.g. https://api.openai.com/v1' })
+    // Credentials in the address would be echoed by fetch's errors into the logs: the key has its own variable.
+    .refine((v) => !URL.canParse(v) || (new URL(v).username === '' && new URL(v).password === ''), 'must not contain credentials (user:pass@); put the key in VIGIL_LLM_KEY')
     .optional(),
   VIGIL_LLM_MODEL: z.string().trim().min(1).max(200).optional(),
   VIGIL_LLM_KEY: z.string().min(1).max(4096).optional(),

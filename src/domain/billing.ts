@@ -125,14 +125,22 @@ const METERED: ReadonlyArray<readonly [LimitKey, keyof Usage]> = [
   ['exports_per_month', 'exports'],
 ];
 
-/** The monthly statement (spec 2.8) against `plan` (the plan in force now). */
-export function statement(org: string, month: string, plan: Plan, usage: Usage, upgradeUrl: string): Statement {
+/**
+ * The monthly statement (spec 2.8) against `plan` (the plan in force now). A month before
+ * `firstMonth` (the org's creation month, when known) bills nothing: its statement shows the usage
+ * and limits with a plan price and total of 0.00. The creation month itself is billed whole.
+ */
+export function statement(org: string, month: string, plan: Plan, usage: Usage, upgradeUrl: string, firstMonth?: string): Statement {
   if (!MONTH.test(month)) throw new RangeError(`month must be YYYY-MM, got ${JSON.stringify(month)}`);
+  if (firstMonth !== undefined && !MONTH.test(firstMonth)) throw new RangeError(`firstMonth must be YYYY-MM, got ${JSON.stringify(firstMonth)}`);
   for (const [key, count] of Object.entries(usage)) assertCount(`usage.${key}`, count);
-  const price = parseMoney(plan.price);
+  // YYYY-MM strings order as the months do.
+  const billed = firstMonth === undefined || month >= firstMonth;
+  const price = billed ? parseMoney(plan.price) : 0;
   const overage: OverageLine[] = [];
   let total = price;
   for (const [limit, item] of METERED) {
+    if (!billed) break;
     if (plan.enforcement[limit] !== 'bill') continue;
     const excess = usage[item] - plan.limits[limit];
     if (excess <= 0) continue;

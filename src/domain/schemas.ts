@@ -89,7 +89,8 @@ export type ReviewDecisionBody = z.infer<typeof reviewDecisionBody>;
 export const exportBundleBody = z
   .strictObject({
     since_seq: z.number().int().min(0),
-    until_seq: z.number().int().min(1),
+    /** Absent: the org's head (its last seq) when the request is taken. */
+    until_seq: z.number().int().min(1).optional(),
     agents: z
       .array(agentId)
       .min(1)
@@ -98,5 +99,5 @@ export const exportBundleBody = z
       .nullable()
       .default(null),
   })
-  .refine((v) => v.since_seq < v.until_seq, { message: 'since_seq must be below until_seq', path: ['since_seq'] });
+  .refine((v) => v.until_seq === undefined || v.since_seq < v.until_seq, { message: 'since_seq must be below until_seq', path: ['since_seq'] });
 export type ExportBundleBody = z.infer<typeof exportBundleBody>;

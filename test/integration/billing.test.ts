@@ -41,21 +41,30 @@ describe('billing', () => {
     expect((await call(server.url, 'GET', '/billing/plan')).body).toMatchObject({ plan: 'team', plan_price: '49.00', billing_email: 'billing@acme.example' });
   });
 
-  it('refuses a missing or malformed month; a month without usage answers zeros', async () => {
-    for (const query of ['', '?month=2026-13', '?month=2026-1', '?month=26-01', '?month=2026-01-01']) {
+  it('refuses a malformed or future month; without one, the current month (UTC); before the org existed, nothing billed', async () => {
+    const now = new Date();
+    const next = monthOf(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 15));
+    for (const query of ['?month=', '?month=2026-13', '?month=2026-1', '?month=26-01', '?month=2026-01-01', `?month=${next}`, '?month=9999-12']) {
       const res = await call(server.url, 'GET', `/billing/statement${query}`);
       expect(res.status, query).toBe(400);
       expect(res.body.error.details[0].path).toBe('month');
     }
+    const current = await call(server.url, 'GET', '/billing/statement');
+    expect(current.status).toBe(200);
+    // Unless the UTC month turned between the two requests.
+    const month = monthOf(Date.now());
+    if (current.body.month === month) expect(current.body).toEqual(await statementOf(server.url, month));
+    expect(current.body).toMatchObject({ org: 'acme', plan: 'team', plan_price: '49.00' });
+    // The org was created by this test run: 2020-01 is before it existed.
     expect(await statementOf(server.url, '2020-01')).toEqual({
       org: 'acme',
       month: '2020-01',
       plan: 'team',
       limits: { events_per_month: 1_000_000, agents: 1_000, webhooks: 25, public_agents: 1_000, exports_per_month: 100 },
       usage: { events: 0, agents_active: 0, webhook_deliveries: 0, exports: 0 },
-      plan_price: '49.00',
+      plan_price: '0.00',
       overage: [],
-      total: '49.00',
+      total: '0.00',
       currency: 'USD',
       upgrade: expect.stringMatching(/\/pricing$/),
     });

@@ -132,6 +132,18 @@ describe('export bundles', () => {
     expect(list.slice(0, 3).map((e) => [e.seq, e.until_seq])).toEqual([[made[2], 5], [made[1], 4], [made[0], 3]]);
   });
 
+  it('exports up to the head when until_seq is left out', async () => {
+    const head = parseLines((await call(server.url, 'GET', '/audit/export')).text).at(-1).seq as number;
+    const res = await call(server.url, 'POST', '/exports/bundle', { body: { since_seq: head - 3 } });
+    expect(res.status).toBe(200);
+    expect(res.body.manifest).toMatchObject({ since_seq: head - 3, until_seq: head, records: 3 });
+    expect(res.body.export).toMatchObject({ seq: head + 1, since_seq: head - 3, until_seq: head });
+    // The export record itself is the new head: a window starting there is empty, refused.
+    const empty = await call(server.url, 'POST', '/exports/bundle', { body: { since_seq: head + 1 } });
+    expect(empty.status).toBe(400);
+    expect(empty.body.error.details[0]).toEqual({ path: 'since_seq', message: expect.stringMatching(/^must be below until_seq, which defaults to the ledger's last seq, \d+$/) });
+  });
+
   it('refuses a bad window or unknown agents with 400, writing nothing', async () => {
     const before = (await call(server.url, 'GET', '/exports')).body.length;
     const cases: [unknown, string][] = [
@@ -140,7 +152,8 @@ describe('export bundles', () => {
       [{ since_seq: 0, until_seq: 10_000 }, 'until_seq'],
       [{ since_seq: -1, until_seq: 3 }, 'since_seq'],
       [{ until_seq: 3 }, 'since_seq'],
-      [{ since_seq: 0 }, 'until_seq'],
+      [{ since_seq: 10_000 }, 'since_seq'],
+      [{ since_seq: 0, until_seq: null }, 'until_seq'],
       [{ since_seq: 0, until_seq: 3, agents: ['ghost'] }, 'agents.0'],
       [{ since_seq: 0, until_seq: 3, extra: 1 }, 'extra'],
     ];

@@ -117,8 +117,15 @@ export async function spawnServer(dataDir: string, env: Record<string, string> =
   return { url: `http://127.0.0.1:${port}`, child, output: () => out, exited };
 }
 
-/** Runs the CLI to completion. */
-export function runCli(args: string[], env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
+/**
+ * Runs the CLI to completion; with `deadlineMs`, kills it then instead (`timedOut`): for commands
+ * that must exit at once, where the bug guarded against is a CLI that serves.
+ */
+export function runCli(
+  args: string[],
+  env: Record<string, string>,
+  deadlineMs?: number,
+): Promise<{ code: number | null; stdout: string; stderr: string; timedOut: boolean }> {
   return new Promise((resolve) => {
     const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts', ...args], {
       cwd: ROOT,
@@ -127,11 +134,25 @@ export function runCli(args: string[], env: Record<string, string>): Promise<{ c
     });
     let stdout = '';
     let stderr = '';
+    let timedOut = false;
+    const timer =
+      deadlineMs === undefined
+        ? undefined
+        : setTimeout(() => {
+            timedOut = true;
+            child.kill('SIGKILL');
+          }, deadlineMs);
     child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
     child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    child.on('exit', (code) => resolve({ code, stdout, stderr }));
+    child.on('exit', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr, timedOut });
+    });
   });
 }
+
+/** A stack trace line, as Node prints them: what a CLI error must never show. */
+export const STACK_LINE = /^\s+at .+\(?.+:\d+:\d+\)?$/m;
 
 /** Parses a JSON Lines export. */
 export function parseLines(text: string): any[] {

@@ -163,6 +163,18 @@ describe('statement', () => {
     }
   });
 
+  it('bills nothing for a month before the org existed; its creation month and later in full', () => {
+    const heavy = use({ events: 5_000_000, exports: 500, agents_active: 3 });
+    const before = statement('o', '2026-02', PLANS.team, heavy, UPGRADE, '2026-03');
+    expect(before).toMatchObject({ month: '2026-02', plan: 'team', plan_price: '0.00', overage: [], total: '0.00', usage: heavy });
+    expect(statement('o', '2025-12', PLANS.scale, none, UPGRADE, '2026-01')).toMatchObject({ plan_price: '0.00', total: '0.00' });
+    const created = statement('o', '2026-03', PLANS.team, heavy, UPGRADE, '2026-03');
+    expect(created).toEqual(statement('o', '2026-03', PLANS.team, heavy, UPGRADE));
+    expect(created.plan_price).toBe('49.00');
+    expect(statement('o', '2027-01', PLANS.team, none, UPGRADE, '2026-03').total).toBe('49.00');
+    expect(() => statement('o', '2026-03', PLANS.team, none, UPGRADE, '2026-3')).toThrow(RangeError);
+  });
+
   it('returns copies, not the frozen plan objects or the caller usage', () => {
     const usage = use({ events: 3 });
     const s = statement('o', '2026-03', PLANS.team, usage, UPGRADE);

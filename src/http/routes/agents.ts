@@ -2,6 +2,7 @@ import { agentId, registerAgentBody, updateAgentBody } from '../../domain/schema
 import { VigilError } from '../../errors.js';
 import { unwrap, type AppDeps } from '../deps.js';
 import type { Route } from '../router.js';
+import { collection } from './collection.js';
 import { validate } from '../validate.js';
 
 /** Agent registration, reading and administration. Writes go to the org's single writer. */
@@ -17,8 +18,7 @@ export function agentRoutes(deps: AppDeps): Route[] {
     return parsed.data;
   };
   return [
-    { method: 'post', path: '/agents/', auth: 'key', handler: register },
-    { method: 'post', path: '/agents', auth: 'key', handler: register },
+    ...collection({ method: 'post', path: '/agents', auth: 'key', handler: register }),
     {
       method: 'get',
       path: '/agents/:agent_id',

@@ -6,6 +6,7 @@ import { VigilError } from '../../errors.js';
 import { prefersGzip } from '../accept.js';
 import { unwrap, type AppDeps } from '../deps.js';
 import type { Route } from '../router.js';
+import { collection } from './collection.js';
 import { validate } from '../validate.js';
 
 /**
@@ -17,17 +18,21 @@ export const MAX_BUNDLE_RECORDS = 50_000;
 /** Export bundles of the caller's org (any key) and the list of past ones. */
 export function exportRoutes(deps: AppDeps): Route[] {
   return [
-    { method: 'get', path: '/exports', auth: 'key', handler: ({ key }) => ({ body: deps.exportLog.list(key.org, Number.MAX_SAFE_INTEGER) }) },
+    ...collection({ method: 'get', path: '/exports', auth: 'key', handler: ({ key }) => ({ body: deps.exportLog.list(key.org, Number.MAX_SAFE_INTEGER) }) }),
     {
       method: 'post',
       path: '/exports/bundle',
       auth: 'key',
       handler: async ({ key, body, headers }) => {
-        const req = validate(exportBundleBody, body);
+        const valid = validate(exportBundleBody, body);
         const org = key.org;
         const length = deps.directory.org(org)?.length ?? 0;
+        const req = { ...valid, until_seq: valid.until_seq ?? length };
         if (req.until_seq > length) {
           throw new VigilError('validation_failed', 'invalid body: until_seq', [{ path: 'until_seq', message: `beyond the ledger, whose last seq is ${length}` }]);
+        }
+        if (valid.until_seq === undefined && req.since_seq >= length) {
+          throw new VigilError('validation_failed', 'invalid body: since_seq', [{ path: 'since_seq', message: `must be below until_seq, which defaults to the ledger's last seq, ${length}` }]);
         }
         if (req.until_seq - req.since_seq > MAX_BUNDLE_RECORDS) {
           throw new VigilError('validation_failed', 'invalid body: window', [{ path: 'until_seq', message: `a bundle holds at most ${MAX_BUNDLE_RECORDS} records; split the window` }]);

@@ -1,6 +1,7 @@
 import { ingestEventBody } from '../../domain/schemas.js';
 import { unwrap, type AppDeps } from '../deps.js';
 import type { Route } from '../router.js';
+import { collection } from './collection.js';
 import { validate } from '../validate.js';
 
 /** Event ingest: one event to the org's single writer, one gate decision back. */
@@ -9,8 +10,5 @@ export function ingestRoutes(deps: AppDeps): Route[] {
     const event = validate(ingestEventBody, body);
     return { body: unwrap(await deps.bus.request({ type: 'event.ingest', org: key.org, event })) };
   };
-  return [
-    { method: 'post', path: '/events/', auth: 'events:write', handler: ingest },
-    { method: 'post', path: '/events', auth: 'events:write', handler: ingest },
-  ];
+  return collection({ method: 'post', path: '/events', auth: 'events:write', handler: ingest });
 }

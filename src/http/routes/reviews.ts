@@ -2,12 +2,13 @@ import { reviewDecisionBody } from '../../domain/schemas.js';
 import { VigilError } from '../../errors.js';
 import { unwrap, type AppDeps } from '../deps.js';
 import type { Route } from '../router.js';
+import { collection } from './collection.js';
 import { parseIntParam, queryInt, validate } from '../validate.js';
 
 /** The human review loop (scope review): held actions, and decisions on them. */
 export function reviewRoutes(deps: AppDeps): Route[] {
   return [
-    {
+    ...collection({
       method: 'get',
       path: '/reviews',
       auth: 'review',
@@ -20,7 +21,7 @@ export function reviewRoutes(deps: AppDeps): Route[] {
         const agent = query.get('agent_id') ?? undefined;
         return { body: deps.reviews.list(key.org, status, limit, agent) };
       },
-    },
+    }),
     {
       method: 'post',
       path: '/reviews/:action_id',

@@ -4,6 +4,7 @@ import { unwrap } from '../deps.js';
 import type { Route } from '../router.js';
 import { validate } from '../validate.js';
 import { chatRoutes, providerHeaders, studioAgentParam } from './chat.js';
+import { collection } from './collection.js';
 
 /** What the demo routes use. Mounted only in demo mode (VIGIL_DEMO=1); otherwise they do not exist. */
 export interface DemoDeps {
@@ -19,13 +20,13 @@ export function demoRoutes(deps: DemoDeps): Route[] {
 export function studioRoutes(deps: DemoDeps): Route[] {
   const { studio } = deps;
   return [
-    {
+    ...collection({
       method: 'get',
       path: '/studio/agents',
       auth: 'review',
       handler: async ({ key }) => ({ body: await studio.list(key.org) }),
-    },
-    {
+    }),
+    ...collection({
       method: 'post',
       path: '/studio/agents',
       auth: 'review',
@@ -33,7 +34,7 @@ export function studioRoutes(deps: DemoDeps): Route[] {
         const input = validate(createStudioAgentBody, body);
         return { status: 201, body: unwrap(await studio.create(key.org, input)) };
       },
-    },
+    }),
     {
       method: 'post',
       path: '/studio/agents/suggest',

@@ -1,6 +1,7 @@
 import { createKeyBody } from '../../domain/schemas.js';
 import type { AppDeps } from '../deps.js';
 import type { Route } from '../router.js';
+import { collection } from './collection.js';
 import { validate } from '../validate.js';
 
 export const VERSION = '0.2.0';
@@ -30,7 +31,7 @@ export function systemRoutes(deps: AppDeps): Route[] {
         };
       },
     },
-    {
+    ...collection({
       method: 'post',
       path: '/admin/keys',
       auth: 'admin',
@@ -39,6 +40,6 @@ export function systemRoutes(deps: AppDeps): Route[] {
         const created = await deps.registry.createKey(key.org, input.scopes, input.name ?? null);
         return { status: 201, body: { id: created.id, key: created.key, scopes: created.scopes, name: created.name } };
       },
-    },
+    }),
   ];
 }

@@ -4,6 +4,7 @@ import { VigilError } from '../../errors.js';
 import type { DeliveryRecord, WebhookRecord } from '../../store/webhook-store.js';
 import type { AppDeps } from '../deps.js';
 import type { Route, RouteContext } from '../router.js';
+import { collection } from './collection.js';
 import { parseIntParam, queryInt, validate } from '../validate.js';
 
 /** Spec 2.5, plus the envelope id receivers see as X-Vigil-Delivery and the last HTTP status. */
@@ -32,8 +33,8 @@ export function webhookRoutes(deps: AppDeps): Route[] {
     return webhook;
   };
   return [
-    { method: 'get', path: '/webhooks', auth: 'admin', handler: ({ key }) => ({ body: deps.webhooks.list(key.org).map(webhookView) }) },
-    {
+    ...collection({ method: 'get', path: '/webhooks', auth: 'admin', handler: ({ key }) => ({ body: deps.webhooks.list(key.org).map(webhookView) }) }),
+    ...collection({
       method: 'post',
       path: '/webhooks',
       auth: 'admin',
@@ -41,7 +42,7 @@ export function webhookRoutes(deps: AppDeps): Route[] {
         const webhook = await deps.webhooks.create(key.org, validate(createWebhookBody, body));
         return { body: { ...webhookView(webhook), secret: webhook.secret } };
       },
-    },
+    }),
     { method: 'get', path: '/webhooks/:webhook_id', auth: 'admin', handler: (ctx) => ({ body: webhookView(own(ctx)) }) },
     {
       method: 'del',
@@ -53,7 +54,7 @@ export function webhookRoutes(deps: AppDeps): Route[] {
         return { body: webhookView(webhook) };
       },
     },
-    {
+    ...collection({
       method: 'get',
       path: '/webhooks/:webhook_id/deliveries',
       auth: 'admin',
@@ -62,7 +63,7 @@ export function webhookRoutes(deps: AppDeps): Route[] {
         const limit = queryInt(ctx.query, 'limit', 50, 1, 500);
         return { body: deps.webhookStore.listDeliveries(webhook.org, webhook.id, limit).map(deliveryView) };
       },
-    },
+    }),
     {
       method: 'post',
       path: '/webhooks/:webhook_id/test',

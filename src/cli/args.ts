@@ -1,0 +1,33 @@
+import { parseArgs, type ParseArgsConfig } from 'node:util';
+
+type ParsedResults<T extends ParseArgsConfig> = ReturnType<typeof parseArgs<T>>;
+
+/** Wrong command-line arguments: the CLI prints the message and the usage, and exits 2 (no stack trace). */
+export class UsageError extends Error {
+  override name = 'UsageError';
+  readonly code = 'usage';
+}
+
+type Options = NonNullable<ParseArgsConfig['options']>;
+
+const HELP = { help: { type: 'boolean', short: 'h' } } as const;
+
+/**
+ * A command's arguments, parsed strictly, with `--help`/`-h` (values.help) added to its options.
+ * An unknown option, a missing option value or a stray positional becomes a UsageError.
+ */
+export function parseCommand<const O extends Options>(args: string[], options: O, maxPositionals = Infinity) {
+  const config = { args, allowPositionals: true, strict: true, options: { ...options, ...HELP } as O & typeof HELP } as const;
+  let parsed: ParsedResults<typeof config>;
+  try {
+    parsed = parseArgs(config);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code ?? '';
+    if (code.startsWith('ERR_PARSE_ARGS_')) throw new UsageError((error as Error).message, { cause: error });
+    throw error;
+  }
+  if ((parsed.values as { help?: boolean }).help !== true && parsed.positionals.length > maxPositionals) {
+    throw new UsageError(`unexpected argument ${parsed.positionals[maxPositionals]}`);
+  }
+  return parsed;
+}
