@@ -178,7 +178,14 @@ async function start(config: Config, log: Log, options: RuntimeOptions, lock: Da
       .catch((error: unknown) => log('error', 'checkpoint failed', { error: String(error) })));
   const timer = setInterval(() => void checkpoint(false), config.checkpointSeconds * 1000);
   timer.unref();
-  opened.push(() => clearInterval(timer));
+  // One soon after start too: a process that keeps crashing before its first interval would
+  // otherwise replay its whole ledger on every start.
+  const first = setTimeout(() => void checkpoint(false), 1000);
+  first.unref();
+  opened.push(() => {
+    clearInterval(timer);
+    clearTimeout(first);
+  });
 
   let studio: Studio | null = null;
   // Listening first gives the port actually bound: URLs built from it (public records, deploy
@@ -233,6 +240,7 @@ async function start(config: Config, log: Log, options: RuntimeOptions, lock: Da
       try {
         http.close();
         clearInterval(timer);
+        clearTimeout(first);
         await studio?.close();
         await checkpoint(true);
         await deliveries.close();

@@ -118,3 +118,48 @@ describe('periodic checkpoints', () => {
     }
   });
 });
+
+describe('the first checkpoint', () => {
+  it('is saved soon after start, so a process that keeps crashing does not replay its whole ledger each time', async () => {
+    const dir = tempDir();
+    try {
+      const first = await spawnServer(dir);
+      await call(first.url, 'POST', '/agents/', { body: { agent_id: 'c', name: 'C' } });
+      for (let i = 0; i < 5; i++) await call(first.url, 'POST', '/events/', { body: next });
+      first.child.kill('SIGKILL');
+      await first.exited;
+      // Up for a moment after a replay of every row (VIGIL_CHECKPOINT_SECONDS is 60), then killed again.
+      const second = await spawnServer(dir);
+      const until = Date.now() + 10_000;
+      const all = { directory: 6, exports: 6, meter: 6, reviews: 6, writer: 6 };
+      while (JSON.stringify(await snapshotSeqs(dir)) !== JSON.stringify(all) && Date.now() < until) await new Promise((r) => setTimeout(r, 50));
+      expect(await snapshotSeqs(dir)).toEqual(all);
+      second.child.kill('SIGKILL');
+      await second.exited;
+      const third = await spawnServer(dir);
+      try {
+        const line = third.output().split('\n').find((l) => l.includes('state rebuilt from the ledger'))!;
+        expect(JSON.parse(line).checkpoints).toBe(5);
+        expect((await call(third.url, 'POST', '/events/', { body: next })).body.event_id).toBe(6);
+      } finally {
+        third.child.kill('SIGTERM');
+        await third.exited;
+      }
+    } finally {
+      removeDir(dir);
+    }
+  });
+});
+
+/** The seq of each saved checkpoint of org acme, by consumer, read beside the running server. */
+async function snapshotSeqs(dir: string): Promise<Record<string, unknown>> {
+  const env = open({ path: dir, maxDbs: 32, readOnly: true });
+  try {
+    const snapshots = env.openDB<any, string>({ name: 'snapshots' });
+    const out: Record<string, unknown> = {};
+    for (const { key, value } of snapshots.getRange({})) if (key.endsWith('\u0000acme')) out[key.split('\u0000')[0]!] = value?.seq;
+    return out;
+  } finally {
+    await env.close();
+  }
+}
