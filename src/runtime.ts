@@ -11,7 +11,7 @@ import { ReviewQueue } from './actors/review-queue.js';
 import { UsageMeter } from './actors/usage-meter.js';
 import { WebhookRegistry } from './actors/webhook-registry.js';
 import type { Bus } from './bus/bus.js';
-import { blockingLimit, nextMonthStart } from './domain/billing.js';
+import { blockingLimit, writerLimits } from './domain/billing.js';
 import { MemoryBus } from './bus/memory.js';
 import { withBoundPort, type Config } from './config.js';
 import { ensureError, StartError } from './errors.js';
@@ -111,17 +111,7 @@ async function start(config: Config, log: Log, options: RuntimeOptions, lock: Da
     now,
     maxPending: config.maxPendingPerOrg,
     sha256Chain: nativeSha256Chain,
-    limits: (org, nowMs) => {
-      const plan = registry.planOf(org);
-      return {
-        plan: plan.name,
-        eventsPerMonth: blockingLimit(plan, 'events_per_month'),
-        exportsPerMonth: blockingLimit(plan, 'exports_per_month'),
-        agents: blockingLimit(plan, 'agents'),
-        publicAgents: blockingLimit(plan, 'public_agents'),
-        untilNextMonth: Math.ceil((nextMonthStart(nowMs) - nowMs) / 1000),
-      };
-    },
+    limits: (org, nowMs) => writerLimits(registry.planOf(org), nowMs),
   });
   bus.serve(actors.handle);
   opened.push(() => bus.close());

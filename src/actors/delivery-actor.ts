@@ -1,9 +1,10 @@
 import type { CommittedHandler } from '../bus/bus.js';
-import { rowBody, type LedgerRow } from '../domain/ledger.js';
-import { formatBody, retryDelay, signatureHeader, type Envelope, type WebhookEvent } from '../domain/webhook.js';
+import type { LedgerRow } from '../domain/ledger.js';
+import { formatBody, retryDelay, signatureHeader, webhookDataOf, webhookEventOf, type Envelope, type WebhookEvent } from '../domain/webhook.js';
 import type { Lookup } from '../net/receiver-address.js';
 import { postWebhook, type PostOptions, type PostResult } from '../net/webhook-sender.js';
 import type { DeliveryRecord, WebhookRecord, WebhookStore } from '../store/webhook-store.js';
+import { VERSION } from '../version.js';
 import { DeliveryWriter } from './delivery-writer.js';
 import { DueQueue } from './due-queue.js';
 import type { WebhookRegistry } from './webhook-registry.js';
@@ -122,7 +123,7 @@ export class DeliveryActor {
       if (event === null) continue;
       const subscribers = this.webhooks.subscribers(org, event, row.seq);
       if (subscribers.length === 0) continue;
-      const data = this.dataOf(row, event);
+      const data = webhookDataOf(row, event, this.options.policyDigest);
       for (const webhook of subscribers) made.push(this.delivery(webhook, event, row, data));
     }
     this.writer.made(org, last.seq, made);
@@ -195,26 +196,6 @@ export class DeliveryActor {
   }
 
   /** The envelope's data (spec 6.3): the gate decision, and for reviews the decision too. */
-  private dataOf(row: LedgerRow, event: WebhookEvent): Record<string, unknown> {
-    const body = rowBody(row);
-    const data: Record<string, unknown> = {
-      agent_id: row.agentId,
-      action_id: body.action_id,
-      event_id: body.event_id,
-      gate_status: body.gate_status,
-      bii: body.bii,
-      reason: event.startsWith('review.') ? body.note : body.reason,
-      policy_digest: body.policy_digest ?? this.options.policyDigest,
-      ledger_seq: row.seq,
-    };
-    if (event.startsWith('review.')) {
-      data.outcome = body.outcome;
-      data.reviewer = body.reviewer;
-      data.held_gate = body.held_gate;
-    }
-    return data;
-  }
-
   private enqueue(d: DeliveryRecord): void {
     this.queued.set(d.id, d);
     this.queue.push(Date.parse(d.next_attempt_at ?? d.created_at), d.id);
@@ -295,7 +276,7 @@ export class DeliveryActor {
       body,
       headers: {
         'content-type': 'application/json',
-        'user-agent': 'vigil-webhooks/0.2.0',
+        'user-agent': `vigil-webhooks/${VERSION}`,
         'x-vigil-event': event,
         'x-vigil-delivery': deliveryId,
         'x-vigil-signature': signatureHeader(webhook.secret, t, body),
@@ -305,19 +286,6 @@ export class DeliveryActor {
       ...(this.options.lookup === undefined ? {} : { lookup: this.options.lookup }),
     });
   }
-}
-
-/** The webhook event a committed record stands for, if any. */
-function webhookEventOf(row: LedgerRow): WebhookEvent | null {
-  if (row.kind === 'event') {
-    const gate = rowBody(row).gate_status;
-    return gate === 'hold' || gate === 'alert' || gate === 'collapse' ? `gate.${gate}` : null;
-  }
-  if (row.kind === 'review') {
-    const outcome = rowBody(row).outcome;
-    return outcome === 'released' || outcome === 'rejected' || outcome === 'escalated' ? `review.${outcome}` : null;
-  }
-  return null;
 }
 
 function isDelivered(result: PostResult): boolean {

@@ -4,6 +4,7 @@
  * inside, checked to stay safe integers; a float never holds money. Malformed input is a broken
  * invariant (the HTTP edge validates first) and throws `RangeError`.
  */
+import type { WriterLimits } from './org-state.js';
 
 export interface PlanLimits {
   events_per_month: number;
@@ -240,4 +241,16 @@ function deepFreeze<T extends object>(value: T): T {
 /** The limit a plan enforces by refusing, or null when it bills (or has none). */
 export function blockingLimit(plan: Plan, key: LimitKey): number | null {
   return plan.enforcement[key] === 'block' ? plan.limits[key] : null;
+}
+
+/** The limits an org's writer applies under `plan` at `nowMs` (read once per batch). */
+export function writerLimits(plan: Plan, nowMs: number): WriterLimits {
+  return {
+    plan: plan.name,
+    eventsPerMonth: blockingLimit(plan, 'events_per_month'),
+    exportsPerMonth: blockingLimit(plan, 'exports_per_month'),
+    agents: blockingLimit(plan, 'agents'),
+    publicAgents: blockingLimit(plan, 'public_agents'),
+    untilNextMonth: Math.ceil((nextMonthStart(nowMs) - nowMs) / 1000),
+  };
 }

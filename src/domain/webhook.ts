@@ -1,4 +1,5 @@
 import { createHmac } from 'node:crypto';
+import { rowBody, type LedgerRow } from './ledger.js';
 
 /**
  * Webhook envelope, body formats, signature and retry schedule (spec 3.3, 6.2–6.4).
@@ -114,4 +115,42 @@ export function retryDelay(schedule: readonly number[], failures: number): numbe
   if (schedule.length === 0) throw new RangeError('webhook: the retry schedule is empty');
   if (failures >= MAX_ATTEMPTS) return null;
   return schedule[Math.min(failures, schedule.length) - 1]!;
+}
+
+/** The webhook event a committed record stands for, if any (gate events that hold, review decisions). */
+export function webhookEventOf(row: LedgerRow): WebhookEvent | null {
+  if (row.kind === 'event') {
+    const gate = rowBody(row).gate_status;
+    return gate === 'hold' || gate === 'alert' || gate === 'collapse' ? `gate.${gate}` : null;
+  }
+  if (row.kind === 'review') {
+    const outcome = rowBody(row).outcome;
+    return outcome === 'released' || outcome === 'rejected' || outcome === 'escalated' ? `review.${outcome}` : null;
+  }
+  return null;
+}
+
+/**
+ * The envelope's `data` for a committed record (spec 6.3): review events add outcome and reviewer,
+ * and their reason is the reviewer's note. `policyDigest` stands in for records that carry none.
+ */
+export function webhookDataOf(row: LedgerRow, event: WebhookEvent, policyDigest: string): Record<string, unknown> {
+  const body = rowBody(row);
+  const review = event.startsWith('review.');
+  const data: Record<string, unknown> = {
+    agent_id: row.agentId,
+    action_id: body.action_id,
+    event_id: body.event_id,
+    gate_status: body.gate_status,
+    bii: body.bii,
+    reason: review ? body.note : body.reason,
+    policy_digest: body.policy_digest ?? policyDigest,
+    ledger_seq: row.seq,
+  };
+  if (review) {
+    data.outcome = body.outcome;
+    data.reviewer = body.reviewer;
+    data.held_gate = body.held_gate;
+  }
+  return data;
 }

@@ -1,10 +1,10 @@
+import { VERSION } from '../../version.js';
 import { createKeyBody } from '../../domain/schemas.js';
 import type { AppDeps } from '../deps.js';
 import type { Route } from '../router.js';
 import { collection } from './collection.js';
 import { validate } from '../validate.js';
 
-export const VERSION = '0.2.0';
 
 /** Health, the caller's org, and key creation. */
 export function systemRoutes(deps: AppDeps): Route[] {
