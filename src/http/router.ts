@@ -99,10 +99,7 @@ function handle(m: Mounted, res: HttpResponse, req: HttpRequest): void {
   }
   const params: Record<string, string> = {};
   for (let i = 0; i < m.names.length; i++) params[m.names[i]!] = safeDecode(req.getParameter(i));
-  if (headers['content-length'] !== undefined && hasConflictingLength(req)) {
-    refuseFraming(exchange);
-    return;
-  }
+  if (badFraming(exchange, req)) return;
   const rawQuery = req.getQuery() ?? '';
   const ctx: RouteContext = {
     params,
@@ -153,8 +150,15 @@ function awaitAnswer(exchange: Exchange): void {
  * 9112 §6.3), and nothing after it on the connection may run. An answer written now would only
  * close the connection after uWebSockets.js has parsed (and routed) what follows in the same
  * read; answered on the next turn, a request that follows makes uWebSockets.js close the
- * connection before routing it (the 400 is then lost with it).
+ * connection before routing it (the 400 is then lost with it). Checked on every request, whatever
+ * headers its route reads (the catch-all included).
  */
+export function badFraming(exchange: Exchange, req: HttpRequest): boolean {
+  if (req.getHeader('content-length') === '' || !hasConflictingLength(req)) return false;
+  refuseFraming(exchange);
+  return true;
+}
+
 function refuseFraming(exchange: Exchange): void {
   watchAbort(exchange);
   exchange.inHandler = false;

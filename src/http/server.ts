@@ -2,7 +2,7 @@ import uws from 'uWebSockets.js';
 import { VigilError } from '../errors.js';
 import type { AppDeps } from './deps.js';
 import { RateLimiter } from './rate-limit.js';
-import { mount, sendError, type Route } from './router.js';
+import { badFraming, mount, sendError, type Route } from './router.js';
 import { agentRoutes } from './routes/agents.js';
 import { auditRoutes } from './routes/audit.js';
 import { billingRoutes } from './routes/billing.js';
@@ -43,6 +43,7 @@ export async function startHttpServer(host: string, port: number, makeDeps: (por
     res.onAborted(() => {
       exchange.aborted = true;
     });
+    if (badFraming(exchange, req)) return;
     const error = ready
       ? new VigilError('not_found', `no route for ${req.getMethod().toUpperCase()} ${req.getUrl()}`)
       : new VigilError('unavailable', 'the service is starting', undefined, { retryAfterSeconds: 1 });

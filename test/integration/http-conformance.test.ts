@@ -175,6 +175,13 @@ describe('limits and framing', () => {
     conn.send(`POST /events/ HTTP/1.1\r\nHost: x\r\n${auth}Content-Type: application/json\r\n${lengths(event.length + smuggled.length)}\r\n${event}${smuggled}`);
     expect(await conn.waitClosed(2000)).toBe(true);
     expect([[], [400]]).toContainEqual(conn.statuses());
+    // Routes that read no body, the public ones and the catch-all included.
+    for (const target of ['GET /public/agents/acme/a', 'GET /health', 'GET /nope', 'DELETE /webhooks/1']) {
+      const hidden = await open();
+      hidden.send(`${target} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nContent-Length: ${smuggled.length}\r\n\r\n${smuggled}`);
+      expect(await hidden.waitClosed(2000), target).toBe(true);
+      expect([[], [400]]).toContainEqual(hidden.statuses());
+    }
     expect((await call(server.url, 'GET', '/audit/export')).text).toBe(before);
     expect((await call(server.url, 'GET', '/agents/smuggled')).status).toBe(404);
   });
