@@ -89,7 +89,7 @@ export function writerSnapshot(state: OrgState, lastSeq: number, head: Buffer, l
     head,
     lastMs,
     nextEventId: state.nextEventId,
-    agents: [...state.agents].map(([id, e]) => [id, { view: e.view, scoring: e.scoring, lastRisky: e.lastRisky }]),
+    agents: [...state.agents].map(([id, e]) => [id, { view: e.view, scoring: e.scoring }]),
     held: [...state.held],
     closed: [...state.closed],
     month: state.month,

@@ -43,8 +43,6 @@ export const NO_LIMITS: WriterLimits = { plan: 'none', eventsPerMonth: null, exp
 export interface AgentEntry {
   view: AgentView;
   scoring: ScoringState;
-  /** Action id of the agent's latest risky event (0: none yet); see `planReview`. */
-  lastRisky: number;
 }
 
 /** An action whose gate held it (hold, alert or collapse) and that awaits a reviewer's decision. */
@@ -53,6 +51,8 @@ export interface HeldAction {
   gate: Gate;
   /** null while pending, or `escalated` (still open). Entries are replaced, never changed. */
   outcome: ReviewOutcome | null;
+  /** Its event was a risky signal (an incident), not a clean event held because the agent was. */
+  risky: boolean;
 }
 
 export interface OrgState {
@@ -161,7 +161,7 @@ export function applyAgentRecord(state: OrgState, body: Record<string, unknown>,
   const view = agentFromRecord(existing?.view, body, recordedAt);
   if (view === undefined) throw new Error(`ledger names an update of unknown agent ${id}`);
   if (existing !== undefined && body.action === 'update') existing.view = view;
-  else state.agents.set(id, { view, scoring: copyState(FRESH_STATE), lastRisky: 0 });
+  else state.agents.set(id, { view, scoring: copyState(FRESH_STATE) });
   return view;
 }
 
@@ -204,7 +204,7 @@ export function planIngest(
   });
   agent.scoring = next;
   const id = state.nextEventId++;
-  noteScored(state, event.agent_id, agent, id, decision.gate_status, decision.requires_human_review, risky);
+  if (decision.requires_human_review) state.held.set(id, { agentId: event.agent_id, gate: decision.gate_status, outcome: null, risky });
   const body = {
     event_id: id,
     action_id: id,
@@ -291,27 +291,35 @@ export function applyEventRecord(state: OrgState, agentId: string, body: Record<
   next.bii = Number(body.bii);
   next.gate = body.gate_status as Gate;
   agent.scoring = next;
-  noteScored(state, agentId, agent, eventId, next.gate, body.requires_human_review === true, risky);
+  if (body.requires_human_review === true) state.held.set(eventId, { agentId, gate: next.gate, outcome: null, risky });
 }
 
-/** What a scored event leaves besides the agent's scoring, alike when deciding and replaying. */
-function noteScored(state: OrgState, agentId: string, agent: AgentEntry, eventId: number, gate: Gate, held: boolean, risky: boolean): void {
-  if (held) state.held.set(eventId, { agentId, gate, outcome: null });
-  if (risky) agent.lastRisky = eventId;
+/**
+ * Whether releasing `released` leaves an incident of its agent unjudged: an open held action whose
+ * event was a risky signal and that came after it, or, for the release of a clean held event, any
+ * open incident at all.
+ */
+function leavesIncidentOpen(state: OrgState, released: HeldAction, actionId: number): boolean {
+  for (const [id, held] of state.held) {
+    if (id === actionId || held.agentId !== released.agentId || !held.risky) continue;
+    if (id > actionId || !released.risky) return true;
+  }
+  return false;
 }
 
 /**
  * Plans a reviewer's decision on a held action. Released and rejected are final (a second
  * decision is a conflict); escalated leaves the action open for a later decision.
  *
- * A release is the reviewer vouching for the agent: if the agent is not at pass and no risky
- * signal of it came after the released action, its BII is raised to the pass line (kept if
- * above) and its gate is pass (a collapse included). Its clean events then pass, and a new risky
- * signal holds it again at once by the normal scoring. Releasing an action older than the agent's
- * latest risky signal vouches for nothing: that signal is a newer incident the reviewer has not
- * judged. Events held only because the agent already was (clean ones after the incident) are not
- * risky, so releasing the incident or any of them vouches alike. Rejecting and escalating never
- * change the agent's score. The record carries the resulting gate and BII, which a replay applies.
+ * A release is the reviewer vouching for the agent as it is now. An incident is a held action whose
+ * event was a risky signal; clean events held only because the agent already was are not. If the
+ * agent is not at pass, releasing its latest open incident, or a clean held event while no
+ * incident of the agent is open, raises its BII to the pass line (kept if above) and its gate to
+ * pass (a collapse included): its clean events then pass, and a new risky signal holds it again at
+ * once by the normal scoring. Releasing an older incident, or a clean event while an incident is
+ * open, vouches for nothing: a later incident (or that open one) has not been judged. Older open
+ * incidents stay in the queue for their own decision. Rejecting and escalating never change the
+ * agent's score. The record carries the resulting gate and BII, which a replay applies.
  */
 export function planReview(
   state: OrgState,
@@ -330,7 +338,7 @@ export function planReview(
   const scoring = agent?.scoring ?? FRESH_STATE;
   let gate = scoring.gate;
   let bii = scoring.bii;
-  if (decision.outcome === 'released' && gate !== null && gate !== 'pass' && actionId >= (agent?.lastRisky ?? 0)) {
+  if (decision.outcome === 'released' && gate !== null && gate !== 'pass' && !leavesIncidentOpen(state, held, actionId)) {
     bii = Math.max(bii ?? policy.initial_bii, policy.thresholds.pass);
     gate = gateFor(policy, bii);
   }
@@ -360,7 +368,7 @@ export function applyReviewRecord(state: OrgState, agentId: string, body: Record
   const outcome = body.outcome as ReviewOutcome;
   if (held !== undefined) {
     // Closed actions leave `held` (which stays the set of open ones) for the compact `closed`.
-    if (outcome === 'escalated') state.held.set(actionId, { agentId: held.agentId, gate: held.gate, outcome });
+    if (outcome === 'escalated') state.held.set(actionId, { ...held, outcome });
     else {
       state.held.delete(actionId);
       state.closed.add(actionId);

@@ -24,10 +24,10 @@ describe('joining the parts of a partitioned replay', () => {
   it('writer: month counters are those of the latest month; ids continue after the highest', () => {
     const merged = mergeWriterSnapshots(
       [
-        writer({ month: '2026-11', monthEvents: 5, monthExports: 1, nextEventId: 40, held: [[30, { agentId: 'a', gate: 'hold', outcome: null }]], closed: [7] }),
+        writer({ month: '2026-11', monthEvents: 5, monthExports: 1, nextEventId: 40, held: [[30, { agentId: 'a', gate: 'hold', outcome: null, risky: true }]], closed: [7] }),
         // Its agents' last events were in October: none of its counts are November's.
         writer({ month: '2026-10', monthEvents: 9, nextEventId: 12, closed: [3] }),
-        writer({ month: '2026-11', monthEvents: 2, nextEventId: 57, held: [[12, { agentId: 'b', gate: 'alert', outcome: 'escalated' }]] }),
+        writer({ month: '2026-11', monthEvents: 2, nextEventId: 57, held: [[12, { agentId: 'b', gate: 'alert', outcome: 'escalated', risky: false }]] }),
       ],
       tail,
     );

@@ -39,7 +39,7 @@ describe('review rules', () => {
     expect(planReview(state, 99, { outcome: 'released', note: '' }, 'r', POLICY_V1, 't')).toMatchObject({ ok: false, code: 'not_found' });
     const held = planIngest(state, severe, POLICY_V1, DIGEST);
     expect(held).toMatchObject({ result: { requires_human_review: true } });
-    expect(state.held.get(2)).toEqual({ agentId: 'a', gate: (held as { result: { gate_status: string } }).result.gate_status, outcome: null });
+    expect(state.held.get(2)).toEqual({ agentId: 'a', gate: (held as { result: { gate_status: string } }).result.gate_status, outcome: null, risky: true });
   });
 
   it('release lifts a collapse to pass (BII raised to the pass line); a second decision is a conflict', () => {

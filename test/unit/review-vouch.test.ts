@@ -72,6 +72,12 @@ function review(run: Run, actionId: number, outcome: ReviewOutcome) {
 
 const scoring = (run: Run) => run.state.agents.get('a')!.scoring;
 const openActions = (run: Run) => [...run.state.held.keys()];
+/** Open actions whose release vouches: the latest open incident, or a clean one while no incident is open. */
+const vouching = (run: Run) =>
+  openActions(run).filter((id) => {
+    const released = run.state.held.get(id)!;
+    return ![...run.state.held].some(([other, h]) => other !== id && h.risky && (other > id || !released.risky));
+  });
 
 describe('a release vouches for the agent', () => {
   it('after one severe event and its release, the next fourteen clean events pass and open no review', () => {
@@ -85,23 +91,32 @@ describe('a release vouches for the agent', () => {
     expect(ingest(run, severe).gate_status).not.toBe('pass');
   });
 
-  it('releasing the incident or a clean event held after it vouches alike; an action older than a later risky signal does not', () => {
+  it('a clean held event vouches only while no incident is open; an older incident never does', () => {
     const run = start();
-    const first = ingest(run, severe); // hold
+    const first = ingest(run, severe); // an incident
     const cleanHeld = ingest(run, clean); // held only because the agent already is
-    const second = ingest(run, severe); // a newer incident
+    const second = ingest(run, severe); // a second incident
     const cleanAfter = ingest(run, clean);
     expect([first, cleanHeld, second, cleanAfter].map((r) => r.requires_human_review)).toEqual([true, true, true, true]);
     const before = { ...scoring(run) };
-    // Both were before the newer incident, which no reviewer has judged yet.
+    // The second incident is open and unjudged: no release vouches, not even of a later clean event.
+    expect(review(run, cleanAfter.action_id, 'released')).toMatchObject({ gate_status: before.gate, bii: before.bii });
     expect(review(run, first.action_id, 'released')).toMatchObject({ gate_status: before.gate, bii: before.bii });
-    expect(review(run, cleanHeld.action_id, 'released')).toMatchObject({ gate_status: before.gate, bii: before.bii });
     expect(scoring(run)).toEqual(before);
-    // A clean event held after the newer incident: the reviewer vouches for the agent as it is now.
-    expect(review(run, cleanAfter.action_id, 'released')).toMatchObject({ gate_status: 'pass', bii: PASS });
-    // The incident itself stays in the queue for its own decision.
-    expect(openActions(run)).toEqual([second.action_id]);
+    // Rejecting the second incident judges it (and changes no score)…
+    expect(review(run, second.action_id, 'rejected')).toMatchObject({ gate_status: before.gate, bii: before.bii });
+    // …so releasing what is left, a clean event, vouches for the agent as it is now.
+    expect(review(run, cleanHeld.action_id, 'released')).toMatchObject({ gate_status: 'pass', bii: PASS });
+    expect(openActions(run)).toEqual([]);
     expect(ingest(run, clean).gate_status).toBe('pass');
+  });
+
+  it('releasing the last open incident vouches, with clean held events still open', () => {
+    const run = start();
+    const incident = ingest(run, severe);
+    const cleanHeld = ingest(run, clean);
+    expect(review(run, incident.action_id, 'released')).toMatchObject({ gate_status: 'pass', bii: PASS });
+    expect(openActions(run)).toEqual([cleanHeld.action_id]);
   });
 
   it('a release of an agent already at pass keeps its BII; a BII above the pass line is kept', () => {
@@ -114,13 +129,13 @@ describe('a release vouches for the agent', () => {
     expect(review(run, held.action_id, 'released')).toMatchObject({ gate_status: 'pass', bii: last.bii });
   });
 
-  it('property: releasing an action at or after the latest risky signal gives pass at BII ≥ 0.75; then a clean event passes and a severe one does not', () => {
+  it('property: a release with no other open incident gives pass at BII ≥ 0.75; then a clean event passes and a severe one does not', () => {
     fc.assert(
       fc.property(fc.array(eventArb, { minLength: 1, maxLength: 40 }), fc.nat(), fc.boolean(), (events, pick, thenSevere) => {
         const run = start();
         for (const e of events) ingest(run, e);
         const agent = run.state.agents.get('a')!;
-        const eligible = openActions(run).filter((id) => id >= agent.lastRisky);
+        const eligible = vouching(run);
         fc.pre(eligible.length > 0);
         const before = agent.scoring.bii!;
         const result = review(run, eligible[pick % eligible.length]!, 'released');
@@ -135,13 +150,14 @@ describe('a release vouches for the agent', () => {
     );
   });
 
-  it('property: rejecting, escalating, or releasing an action older than the latest risky signal changes no score', () => {
+  it('property: rejecting, escalating, or releasing while another incident is open changes no score', () => {
     fc.assert(
       fc.property(fc.array(eventArb, { minLength: 1, maxLength: 40 }), fc.nat(), fc.constantFrom<ReviewOutcome>('released', 'rejected', 'escalated'), (events, pick, outcome) => {
         const run = start();
         for (const e of events) ingest(run, e);
         const agent = run.state.agents.get('a')!;
-        const candidates = openActions(run).filter((id) => outcome !== 'released' || id < agent.lastRisky);
+        const open = vouching(run);
+        const candidates = openActions(run).filter((id) => outcome !== 'released' || !open.includes(id));
         fc.pre(candidates.length > 0);
         const before = { ...agent.scoring };
         const result = review(run, candidates[pick % candidates.length]!, outcome);
