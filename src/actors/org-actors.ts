@@ -1,7 +1,7 @@
 import type { Bus, CommandHandler, CommittedHandler } from '../bus/bus.js';
 import type { OrgCommand, OrgReply } from '../bus/messages.js';
 import { OrgLedgerActor, type OrgActorOptions } from './org-ledger-actor.js';
-import { LedgerDamagedError, OrgRecovery, type WriterSnapshot } from './org-recovery.js';
+import { damagedRefusal, LedgerDamagedError, OrgRecovery, type WriterSnapshot } from './org-recovery.js';
 
 /**
  * Owns the org writers of this node and routes every command to its org's actor. At start-up the
@@ -95,7 +95,10 @@ export class OrgActors {
       },
       (error: unknown) => {
         this.actors.delete(org);
-        if (error instanceof LedgerDamagedError) this.markDamaged(org, error.seq);
+        if (error instanceof LedgerDamagedError) {
+          this.markDamaged(org, error.seq);
+          console.error(JSON.stringify({ level: 'error', msg: 'ledger damaged: a row cannot be read; writes to this org are refused', org, seq: error.seq }));
+        }
         throw error;
       },
     );
@@ -105,14 +108,6 @@ export class OrgActors {
 }
 
 const SNAPSHOT_WAIT_MS = 5_000;
-
-function damagedRefusal(org: string, seq: number): OrgReply {
-  return {
-    ok: false,
-    code: 'ledger_damaged',
-    message: `the ledger of org ${org} cannot be read at seq ${seq}: writes to this org are refused until an operator repairs it (reads still work; GET /audit/{agent_id}/verify names the row)`,
-  };
-}
 
 function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T | null> {
   return new Promise((resolve) => {

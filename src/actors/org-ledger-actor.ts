@@ -6,7 +6,7 @@ import { GENESIS_HASH } from '../domain/ledger.js';
 import { emptyOrgState, NO_LIMITS, planExport, planIngest, planRegister, planReview, planUpdate, type OrgState, type Planned, type PlannedRecord, type WriterLimits } from '../domain/org-state.js';
 import type { Policy } from '../domain/policy.js';
 import { ensureError } from '../errors.js';
-import { OrgRecovery, writerSnapshot, type WriterSnapshot } from './org-recovery.js';
+import { damagedRefusal, LedgerDamagedError, OrgRecovery, writerSnapshot, type WriterSnapshot } from './org-recovery.js';
 
 interface Pending {
   command: OrgCommand;
@@ -57,6 +57,8 @@ export class OrgLedgerActor {
   private broken = false;
   /** A command threw while planned: the state is rebuilt from the ledger before the next batch. */
   private stale = false;
+  /** Set when a rebuild met an unreadable ledger row: every write is refused with it. */
+  private damaged: OrgReply | null = null;
   /** Batches launched whose append has not yet reported its commit (or failure). */
   private uncommitted = 0;
   /** A pump is scheduled for the end of this event-loop turn. */
@@ -79,6 +81,7 @@ export class OrgLedgerActor {
   }
 
   submit(command: OrgCommand): Promise<OrgReply> {
+    if (this.damaged !== null) return Promise.resolve(this.damaged);
     if (this.queue.length >= this.options.maxPending) {
       return Promise.resolve({ ok: false, code: 'overloaded', message: `org ${this.org} has too many commands waiting` });
     }
@@ -191,9 +194,16 @@ export class OrgLedgerActor {
       this.broken = false;
       this.stale = false;
     } catch (error) {
-      console.error(JSON.stringify({ level: 'error', msg: 'recovery failed', org: this.org, error: ensureError(error).message }));
       const waiting = this.queue;
       this.queue = [];
+      if (error instanceof LedgerDamagedError) {
+        // Nothing will heal it: refuse every write from now on, and stop trying.
+        this.damaged = damagedRefusal(this.org, error.seq);
+        console.error(JSON.stringify({ level: 'error', msg: 'ledger damaged: a row cannot be read; writes to this org are refused', org: this.org, seq: error.seq }));
+        for (const pending of waiting) pending.resolve(this.damaged);
+        return;
+      }
+      console.error(JSON.stringify({ level: 'error', msg: 'recovery failed', org: this.org, error: ensureError(error).message }));
       for (const pending of waiting) pending.resolve(UNAVAILABLE);
       // Stay broken and try again in a second; commands that arrive meanwhile wait.
       this.tail = this.tail.then(() => new Promise((resolve) => setTimeout(resolve, 1000))).then(() => this.heal());

@@ -1,6 +1,7 @@
 import { bodyIsReadable, GENESIS_HASH, rowBody, type LedgerRow } from '../domain/ledger.js';
 import { applyAgentRecord, applyEventRecord, applyReviewRecord, countExport, emptyOrgState, type AgentEntry, type HeldAction, type OrgState } from '../domain/org-state.js';
 import type { Policy } from '../domain/policy.js';
+import type { Refusal } from '../domain/org-state.js';
 
 /** An org writer's state as plain data, for a checkpoint. */
 export interface WriterSnapshot {
@@ -127,4 +128,13 @@ export class LedgerDamagedError extends Error {
   constructor(readonly seq: number) {
     super(`ledger row ${seq} cannot be read`);
   }
+}
+
+/** The answer to every write to an org whose ledger has an unreadable row. */
+export function damagedRefusal(org: string, seq: number): Refusal {
+  return {
+    ok: false,
+    code: 'ledger_damaged',
+    message: `the ledger of org ${org} cannot be read at seq ${seq}: writes to this org are refused until an operator repairs it (reads still work; GET /audit/{agent_id}/verify names the row)`,
+  };
 }

@@ -36,11 +36,27 @@ export function encodeRow(row: LedgerRow): Buffer {
 
 /**
  * Decodes a stored row from its first `size` bytes. Nothing refers to `buf` afterwards (text is
- * decoded, the hashes are copied), so it may be LMDB's shared read buffer.
+ * decoded, the hashes are copied), so it may be LMDB's shared read buffer. Bytes that do not decode
+ * (damage on disk) give an unreadable row rather than an exception: its body does not parse, so
+ * a replay stops at it and the org is refused writes (`ledger_damaged`), and verification names
+ * it; a read of the ledger never fails the whole service.
  */
 export function decodeRow(seq: number, buf: Uint8Array, size = buf.byteLength): StoredRow {
   const b = Buffer.isBuffer(buf) ? buf : Buffer.from(buf.buffer, buf.byteOffset, buf.byteLength);
-  if (b[0] !== VERSION) throw new Error(`ledger row ${seq}: unknown encoding version ${b[0]}`);
+  if (b[0] !== VERSION || size < 100) return unreadable(seq);
+  try {
+    return decodeFields(seq, b, size);
+  } catch {
+    return unreadable(seq);
+  }
+}
+
+/** A row whose bytes do not decode: no kind, no time, and a body that is not JSON. */
+function unreadable(seq: number): StoredRow {
+  return new StoredRow(seq, '', '', null, '', Buffer.alloc(96));
+}
+
+function decodeFields(seq: number, b: Buffer, size: number): StoredRow {
   let at = 97;
   const kindLen = b[at++]!;
   const kind = b.toString('utf8', at, at + kindLen);

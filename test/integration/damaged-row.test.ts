@@ -1,5 +1,9 @@
 import { open } from 'lmdb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { OrgActors } from '../../src/actors/org-actors.js';
+import { MemoryBus } from '../../src/bus/memory.js';
+import { POLICY_V1, policyDigest } from '../../src/domain/policy.js';
+import { LmdbStore } from '../../src/store/lmdb.js';
 import { call, removeDir, runCli, startServer, tempDir, type TestServer } from '../support/server.js';
 
 // Issue 13, item 6: a ledger row whose bytes no longer parse refuses writes to its org with 503
@@ -75,5 +79,73 @@ describe('a damaged ledger row', () => {
     expect(verify.status).toBe(200);
     expect(verify.body).toMatchObject({ ok: false, first_bad_seq: 4 });
     expect((await call(server.url, 'GET', '/health')).status).toBe(200);
+  });
+});
+
+describe('a row whose encoding is damaged', () => {
+  it('does not stop the service from starting: its org is refused writes naming the right seq', async () => {
+    const other = tempDir('vigil-damaged-');
+    try {
+      const first = await startServer({}, other);
+      await call(first.url, 'POST', '/agents/', { body: { agent_id: 'a', name: 'A' } });
+      for (let i = 0; i < 3; i++) await call(first.url, 'POST', '/events/', { body: event('a', i) });
+      await first.close();
+      // The first byte of row 2 is the encoding version.
+      const env = open({ path: other, noSubdir: false, maxDbs: 32 });
+      const ledger = env.openDB<Buffer, [string, number]>({ name: 'ledger', encoding: 'binary', cache: false });
+      const value = Buffer.from(ledger.get(['acme', 2])!);
+      value[0] = 9;
+      ledger.putSync(['acme', 2], value);
+      const snapshots = env.openDB({ name: 'snapshots' });
+      for (const key of snapshots.getKeys({})) snapshots.removeSync(key);
+      await env.close();
+      const logs: { msg: string; fields?: Record<string, unknown> }[] = [];
+      const again = await startServer({}, other, logs);
+      try {
+        expect(logs.filter((l) => l.msg.startsWith('ledger damaged')).map((l) => l.fields)).toEqual([{ org: 'acme', seq: 2 }]);
+        const res = await call(again.url, 'POST', '/events/', { body: event('a', 9) });
+        expect(res.status).toBe(503);
+        expect(res.body.error).toMatchObject({ code: 'ledger_damaged', message: expect.stringContaining('seq 2') });
+        // The hashed content of the row is intact (the version byte is not hashed): verification answers.
+        expect((await call(again.url, 'GET', '/audit/a/verify')).status).toBe(200);
+        expect((await call(again.url, 'GET', '/health')).status).toBe(200);
+      } finally {
+        await again.close();
+      }
+    } finally {
+      removeDir(other);
+    }
+  });
+});
+
+describe('a writer that must rebuild past a damaged row', () => {
+  it('refuses every write with ledger_damaged instead of retrying for ever', async () => {
+    const writerDir = tempDir('vigil-damaged-');
+    const store = new LmdbStore(writerDir);
+    const bus = new MemoryBus(store);
+    const actors = new OrgActors(bus, { policy: POLICY_V1, policyDigest: policyDigest(POLICY_V1), now: Date.now, maxPending: 1000 });
+    bus.serve(actors.handle);
+    const ingest = (payload: Record<string, unknown>) =>
+      bus.request({ type: 'event.ingest', org: 'o', event: { agent_id: 'a', event_type: 'output_generated', payload, dti: null, source: 'self', actor: null } });
+    try {
+      await bus.request({ type: 'agent.register', org: 'o', agent: { agent_id: 'a', name: 'A', kind: 'production', observed: true } });
+      for (let i = 0; i < 3; i++) expect((await ingest({ i })).ok).toBe(true);
+      // Row 2 breaks on disk while the writer runs; a command it cannot plan makes it rebuild.
+      // A second handle on the same environment (left open: closing it would close the store's).
+      const raw = open({ path: writerDir, noSubdir: false, maxDbs: 32 }).openDB<Buffer, [string, number]>({ name: 'ledger', encoding: 'binary', cache: false });
+      const value = Buffer.from(raw.get(['o', 2])!);
+      value[value.lastIndexOf('}'.charCodeAt(0))] = 'x'.charCodeAt(0);
+      raw.putSync(['o', 2], value);
+      const cyclic: Record<string, unknown> = {};
+      cyclic.self = cyclic;
+      expect(await ingest(cyclic)).toMatchObject({ ok: false, code: 'internal' });
+      const next = await ingest({ i: 9 });
+      expect(next).toMatchObject({ ok: false, code: 'ledger_damaged', message: expect.stringContaining('seq 2') });
+      expect(await ingest({ i: 10 })).toMatchObject({ ok: false, code: 'ledger_damaged' });
+    } finally {
+      await bus.close();
+      await store.close();
+      removeDir(writerDir);
+    }
   });
 });

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { makeRow, sha256, type LedgerRow } from '../../src/domain/ledger.js';
+import { bodyIsReadable, makeRow, sha256, type LedgerRow } from '../../src/domain/ledger.js';
 import { decodeRow, encodeRow } from '../../src/store/row-codec.js';
 
 describe('stored row codec', () => {
@@ -29,9 +29,15 @@ describe('stored row codec', () => {
     );
   });
 
-  it('refuses an unknown layout version', () => {
+  it('reads bytes it cannot decode (an unknown layout version, a truncated row) as an unreadable row, never throwing', () => {
     const buf = encodeRow(makeRow(sha256('x'), 1, 'event', '2026-11-22T00:00:00.000Z', 'a', {}));
-    buf[0] = 9;
-    expect(() => decodeRow(1, buf)).toThrow(/version/);
+    const flipped = Buffer.from(buf);
+    flipped[0] = 9;
+    for (const bytes of [flipped, buf.subarray(0, 99), buf.subarray(0, 105)]) {
+      const row = decodeRow(1, bytes);
+      expect(row.seq).toBe(1);
+      expect(bodyIsReadable(row)).toBe(false);
+    }
+    expect(bodyIsReadable(decodeRow(1, buf))).toBe(true);
   });
 });
