@@ -1,4 +1,4 @@
-import type { Bus, CommandHandler, CommittedHandler } from '../bus/bus.js';
+import type { Bus, CommandHandler, CommittedHandler, RequestOptions } from '../bus/bus.js';
 import type { OrgCommand, OrgReply } from '../bus/messages.js';
 import { OrgLedgerActor, type OrgActorOptions } from './org-ledger-actor.js';
 import { damagedRefusal, LedgerDamagedError, OrgRecovery, type WriterSnapshot } from './org-recovery.js';
@@ -72,13 +72,13 @@ export class OrgActors {
     this.actors.delete(org);
   }
 
-  readonly handle: CommandHandler = (command: OrgCommand): Promise<OrgReply> => {
+  readonly handle: CommandHandler = (command: OrgCommand, options?: RequestOptions): Promise<OrgReply> => {
     const damagedAt = this.damaged.get(command.org);
     if (damagedAt !== undefined) return Promise.resolve(damagedRefusal(command.org, damagedAt));
     const actor = this.actors.get(command.org);
-    if (actor instanceof OrgLedgerActor) return actor.submit(command);
+    if (actor instanceof OrgLedgerActor) return actor.submit(command, options?.abandoned);
     return this.starting(command.org, actor).then(
-      (a) => a.submit(command),
+      (a) => a.submit(command, options?.abandoned),
       (error: unknown) => {
         if (error instanceof LedgerDamagedError) return damagedRefusal(command.org, error.seq);
         throw error;

@@ -11,6 +11,8 @@ import { damagedRefusal, LedgerDamagedError, OrgRecovery, writerSnapshot, type W
 interface Pending {
   command: OrgCommand;
   resolve: (reply: OrgReply) => void;
+  /** The caller's connection: gone before this command is decided, it is refused unrecorded. */
+  abandoned: { readonly aborted: boolean } | undefined;
 }
 
 export interface OrgActorOptions {
@@ -29,6 +31,7 @@ export interface OrgActorOptions {
 }
 
 const UNAVAILABLE: OrgReply = { ok: false, code: 'unavailable', message: 'the ledger could not be written; nothing was recorded, retry' };
+const ABANDONED: OrgReply = { ok: false, code: 'unavailable', message: 'the caller was gone before the command was decided; nothing was recorded' };
 const PLANNING_FAILED: OrgReply = { ok: false, code: 'internal', message: 'the command could not be decided; nothing was recorded' };
 
 /**
@@ -80,13 +83,13 @@ export class OrgLedgerActor {
     return actor;
   }
 
-  submit(command: OrgCommand): Promise<OrgReply> {
+  submit(command: OrgCommand, abandoned?: { readonly aborted: boolean }): Promise<OrgReply> {
     if (this.damaged !== null) return Promise.resolve(this.damaged);
     if (this.queue.length >= this.options.maxPending) {
       return Promise.resolve({ ok: false, code: 'overloaded', message: `org ${this.org} has too many commands waiting` });
     }
     return new Promise((resolve) => {
-      this.queue.push({ command, resolve });
+      this.queue.push({ command, resolve, abandoned });
       if (!this.scheduled) {
         this.scheduled = true;
         setImmediate(this.pumpLater);
@@ -119,6 +122,10 @@ export class OrgLedgerActor {
     for (let i = 0; i < batch.length; i++) {
       let planned: Planned<unknown>;
       let bodyJson: string | undefined;
+      if (batch[i]!.abandoned?.aborted === true) {
+        replies.push(ABANDONED);
+        continue;
+      }
       try {
         planned = this.plan(batch[i]!.command, recordedAt, limits);
         if (!('ok' in planned)) bodyJson = planned.bodyJson ?? canonicalize(planned.body);

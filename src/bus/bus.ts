@@ -2,7 +2,16 @@ import type { LedgerRow } from '../domain/ledger.js';
 import type { AppendOptions, AppendOutcome } from '../store/ledger-store.js';
 import type { OrgCommand, OrgReply, ReplyTo } from './messages.js';
 
-export type CommandHandler = (command: OrgCommand) => Promise<OrgReply>;
+export type CommandHandler = (command: OrgCommand, options?: RequestOptions) => Promise<OrgReply>;
+
+export interface RequestOptions {
+  /**
+   * The caller's connection. A command whose caller is gone (`aborted`) before the writer decides
+   * it is refused unrecorded: nobody would learn its outcome, and a client that retries must not
+   * find it recorded twice. Once decided, it is recorded whatever happens to the caller.
+   */
+  abandoned?: { readonly aborted: boolean };
+}
 /**
  * Takes committed rows. A live subscriber may return a promise for what it stores because of them
  * (e.g. webhook deliveries): the append resolves only after it settles, so that is stored before
@@ -26,7 +35,7 @@ export type CommittedHandler = (org: string, rows: readonly LedgerRow[]) => void
  */
 export interface Bus {
   serve(handler: CommandHandler): void;
-  request<C extends OrgCommand>(command: C): Promise<ReplyTo<C>>;
+  request<C extends OrgCommand>(command: C, options?: RequestOptions): Promise<ReplyTo<C>>;
   append(org: string, rows: readonly LedgerRow[], expectedLastSeq: number, options?: AppendOptions): Promise<AppendOutcome>;
   /** One org's committed rows from `fromSeq`, in order, in chunks. */
   read(org: string, fromSeq: number): AsyncIterable<readonly LedgerRow[]>;

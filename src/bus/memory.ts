@@ -1,6 +1,6 @@
 import type { LedgerRow } from '../domain/ledger.js';
 import type { AppendOptions, AppendOutcome, LedgerStore } from '../store/ledger-store.js';
-import type { Bus, CommandHandler, CommittedHandler, SubscribeOptions, Subscription } from './bus.js';
+import type { Bus, CommandHandler, CommittedHandler, RequestOptions, SubscribeOptions, Subscription } from './bus.js';
 import type { OrgCommand, ReplyTo } from './messages.js';
 
 const CHUNK = 1024;
@@ -22,11 +22,11 @@ export class MemoryBus implements Bus {
     this.handler = handler;
   }
 
-  request<C extends OrgCommand>(command: C): Promise<ReplyTo<C>> {
+  request<C extends OrgCommand>(command: C, options?: RequestOptions): Promise<ReplyTo<C>> {
     if (this.handler === null) {
       return Promise.resolve({ ok: false, code: 'unavailable', message: 'no writer is serving commands' });
     }
-    return this.handler(command) as Promise<ReplyTo<C>>;
+    return this.handler(command, options) as Promise<ReplyTo<C>>;
   }
 
   async append(org: string, rows: readonly LedgerRow[], expectedLastSeq: number, options?: AppendOptions): Promise<AppendOutcome> {

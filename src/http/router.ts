@@ -18,6 +18,8 @@ export interface RouteContext {
   key: KeyRecord;
   body: unknown;
   ip: string;
+  /** The client's connection; `aborted` once it is gone (a writer then skips its undecided commands). */
+  connection: { readonly aborted: boolean };
 }
 
 export type RouteResult =
@@ -108,6 +110,7 @@ function handle(m: Mounted, res: HttpResponse, req: HttpRequest): void {
     key: NO_KEY,
     body: undefined,
     ip: m.route.ip === true ? Buffer.from(res.getRemoteAddressAsText()).toString('latin1') : '',
+    connection: exchange,
   };
   try {
     if (m.route.auth !== 'none') ctx.key = authorize(m.route.auth, headers.authorization ?? '', m.deps);

@@ -201,8 +201,9 @@ describe('framing over a raw socket', () => {
 
   // uWebSockets.js closes a connection on which a request arrives, in the same read, behind one
   // still unanswered (README "Deployment"): a pipeline may be cut short, never answered out of
-  // order or with another request's answer, and the server carries on.
-  it('pipelined requests in one write: answers in order, or the connection closed', async () => {
+  // order or with another request's answer, an unanswered write is not recorded, and the server
+  // carries on.
+  it('pipelined requests in one write: answers in order, or the connection closed; unanswered, unrecorded', async () => {
     const health = head('GET', '/health', { host: '127.0.0.1' });
     const auth = (key: string | null): Record<string, string> => ({ host: '127.0.0.1', ...(key === null ? {} : { authorization: `Bearer ${key}` }) });
     const event = JSON.stringify({ agent_id: fuzz.ids.agent, event_type: 'output_generated', payload: {} });
@@ -212,8 +213,13 @@ describe('framing over a raw socket', () => {
       .map((r) => [`health, ${routeKey(r)}, health`, health + head('GET', valid(r).path, auth(keyFor(fuzz, r))) + health]);
     pipelines.push(['health, POST /events/, health', health + post + health]);
     const failures: string[] = [];
+    const ledgerRows = async (): Promise<number> => (await send(fuzz.server.url, { method: 'GET', path: '/audit/export', headers: { authorization: `Bearer ${ADMIN_KEY}` } })).text.split('\n').filter(Boolean).length;
     for (const [what, text] of pipelines) {
+      const before = await ledgerRows();
       const { closed, answers } = await exchange(port, [Buffer.from(text, 'latin1')], { expect: 3, quietMs: 1_000 });
+      const recorded = (await ledgerRows()) - before;
+      const acknowledged = what.includes('POST') && answers.length >= 2 && answers[1]!.status === 200 ? 1 : 0;
+      if (recorded !== acknowledged) failures.push(`${what}: ${recorded} records written, ${acknowledged} acknowledged`);
       const wrong = answers.findIndex((a, i) => (i === 1 ? a.status >= 500 || (a.status >= 400 && errorBodyProblem(a) !== null) : a.status !== 200 || !a.text.includes('"status":"ok"')));
       if (wrong >= 0) failures.push(`${what}: answer ${wrong + 1} is ${answers[wrong]!.status} ${answers[wrong]!.text.slice(0, 120)}`);
       if (answers.length < 3 && !closed) failures.push(`${what}: ${answers.length} answers of 3, and the connection left open`);

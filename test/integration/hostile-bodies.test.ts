@@ -79,6 +79,35 @@ describe('hostile JSON bodies', () => {
 });
 
 describe('the org writer', () => {
+  it('refuses, unrecorded, a command whose caller is gone before it is decided; one decided is recorded', async () => {
+    const dir = tempDir('vigil-writer-');
+    const store = new LmdbStore(dir);
+    const bus = new MemoryBus(store);
+    const actors = new OrgActors(bus, { policy: POLICY_V1, policyDigest: policyDigest(POLICY_V1), now: Date.now, maxPending: 1000 });
+    bus.serve(actors.handle);
+    try {
+      await bus.request({ type: 'agent.register', org: 'o', agent: { agent_id: 'a', name: 'A', kind: 'production', observed: true } });
+      const ingest = (connection: { aborted: boolean }) =>
+        bus.request({ type: 'event.ingest', org: 'o', event: { agent_id: 'a', event_type: 'output_generated', payload: {}, dti: null, source: 'self', actor: null } }, { abandoned: connection });
+      const gone = { aborted: false };
+      const before = ingest(gone);
+      gone.aborted = true; // in the same turn, before the writer's batch is decided
+      expect(await before).toMatchObject({ ok: false, code: 'unavailable', message: expect.stringContaining('nothing was recorded') });
+      const late = { aborted: false };
+      const decided = ingest(late);
+      await new Promise((resolve) => setImmediate(resolve)); // the batch is launched
+      late.aborted = true;
+      expect(await decided).toMatchObject({ ok: true, value: { event_id: 1 } });
+      const rows = [];
+      for await (const chunk of bus.read('o', 1)) rows.push(...chunk);
+      expect(rows.map((r) => r.kind)).toEqual(['agent', 'event']);
+    } finally {
+      await bus.close();
+      await store.close();
+      removeDir(dir);
+    }
+  });
+
   it('refuses a command it cannot encode alone and carries on with the same chain', async () => {
     const dir = tempDir('vigil-writer-');
     const store = new LmdbStore(dir);

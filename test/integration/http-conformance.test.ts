@@ -125,6 +125,21 @@ describe('pipelining and keep-alive', () => {
     }
   });
 
+  it('records no write whose connection uWebSockets.js closed before it was answered (pipelined in one write)', async () => {
+    for (const next of [post('/events/', event), get('/health'), post('/agents/', JSON.stringify({ agent_id: 'behind', name: 'B' }))]) {
+      const before = (await call(server.url, 'GET', '/audit/export')).text.trim().split('\n').length;
+      const conn = await open();
+      conn.send(post('/events/', event) + next);
+      await conn.answers(2, 2000);
+      const answered = conn.statuses().length;
+      const after = (await call(server.url, 'GET', '/audit/export')).text.trim().split('\n').length;
+      // Answered requests are recorded; unanswered ones are not (a client's retry records once).
+      const writesAnswered = answered === 0 ? 0 : next.startsWith('GET') ? 1 : answered;
+      expect(after - before, JSON.stringify(conn.statuses())).toBe(writesAnswered);
+      conn.end();
+    }
+  });
+
   it('serves many requests on one keep-alive connection, durable POSTs included', async () => {
     const conn = await open();
     for (let i = 0; i < 20; i++) {

@@ -7,9 +7,9 @@ import { validate } from '../validate.js';
 
 /** Agent registration, reading and administration. Writes go to the org's single writer. */
 export function agentRoutes(deps: AppDeps): Route[] {
-  const register: Route['handler'] = async ({ key, body }) => {
+  const register: Route['handler'] = async ({ key, body, connection }) => {
     const agent = validate(registerAgentBody, body);
-    const view = unwrap(await deps.bus.request({ type: 'agent.register', org: key.org, agent }));
+    const view = unwrap(await deps.bus.request({ type: 'agent.register', org: key.org, agent }, { abandoned: connection }));
     return { status: 201, body: view };
   };
   const ownAgentId = (raw: string | undefined): string => {
@@ -34,10 +34,10 @@ export function agentRoutes(deps: AppDeps): Route[] {
       method: 'patch',
       path: '/admin/agents/:agent_id',
       auth: 'admin',
-      handler: async ({ key, params, body }) => {
+      handler: async ({ key, params, body, connection }) => {
         const id = ownAgentId(params.agent_id);
         const changes = validate(updateAgentBody, body);
-        return { body: unwrap(await deps.bus.request({ type: 'agent.update', org: key.org, agentId: id, changes })) };
+        return { body: unwrap(await deps.bus.request({ type: 'agent.update', org: key.org, agentId: id, changes }, { abandoned: connection })) };
       },
     },
   ];

@@ -6,9 +6,9 @@ import { validate } from '../validate.js';
 
 /** Event ingest: one event to the org's single writer, one gate decision back. */
 export function ingestRoutes(deps: AppDeps): Route[] {
-  const ingest: Route['handler'] = async ({ key, body }) => {
+  const ingest: Route['handler'] = async ({ key, body, connection }) => {
     const event = validate(ingestEventBody, body);
-    return { body: unwrap(await deps.bus.request({ type: 'event.ingest', org: key.org, event })) };
+    return { body: unwrap(await deps.bus.request({ type: 'event.ingest', org: key.org, event }, { abandoned: connection })) };
   };
   return collection({ method: 'post', path: '/events', auth: 'events:write', handler: ingest });
 }

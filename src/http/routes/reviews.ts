@@ -26,12 +26,12 @@ export function reviewRoutes(deps: AppDeps): Route[] {
       method: 'post',
       path: '/reviews/:action_id',
       auth: 'review',
-      handler: async ({ key, params, body }) => {
+      handler: async ({ key, params, body, connection }) => {
         const actionId = parseIntParam(params.action_id, 0, 1, Number.MAX_SAFE_INTEGER);
         if (actionId === null) throw new VigilError('not_found', `no held action ${params.action_id ?? ''}`);
         const decision = validate(reviewDecisionBody, body);
         const reviewer = key.name ?? key.id;
-        return { body: unwrap(await deps.bus.request({ type: 'review.decide', org: key.org, actionId, decision, reviewer })) };
+        return { body: unwrap(await deps.bus.request({ type: 'review.decide', org: key.org, actionId, decision, reviewer }, { abandoned: connection })) };
       },
     },
   ];
