@@ -1,26 +1,16 @@
 import { execFileSync } from 'node:child_process';
-import { closeSync, mkdirSync, openSync, rmSync, writeSync } from 'node:fs';
+import { mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { cannotRun, fillDisk, mountTmpfs } from '../support/faults.js';
 import { call, removeDir, runCli, spawnServer, tempDir, type ServerProcess } from '../support/server.js';
 
 // Issue 13, item 2: a full disk answers 503 + Retry-After and the process stays up; ingest resumes
 // by itself once space returns; nothing acknowledged is lost. On a real 24 MiB tmpfs.
 
 const mountPoint = tempDir('vigil-tmpfs-');
-const mounted = tryMount(mountPoint);
-if (!mounted.ok) {
-  console.error(`\n!!! disk-full tests SKIPPED: cannot mount a tmpfs here (${mounted.why}); run as root to include them\n`);
-}
-
-function tryMount(dir: string): { ok: true } | { ok: false; why: string } {
-  try {
-    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=24m', 'tmpfs', dir], { stdio: 'pipe' });
-    return { ok: true };
-  } catch (error) {
-    return { ok: false, why: String((error as { stderr?: Buffer }).stderr ?? error).trim() };
-  }
-}
+const mounted = mountTmpfs(mountPoint);
+if (!mounted.ok) cannotRun('the disk-full tests', `no tmpfs (${mounted.why}); run as root`);
 
 let server: ServerProcess | undefined;
 afterAll(async () => {
@@ -29,19 +19,6 @@ afterAll(async () => {
   if (mounted.ok) execFileSync('umount', [mountPoint]);
   removeDir(mountPoint);
 });
-
-/** Writes a file until the filesystem refuses more. */
-function fillDisk(path: string): void {
-  const fd = openSync(path, 'w');
-  const chunk = Buffer.alloc(256 * 1024, 7);
-  try {
-    for (;;) writeSync(fd, chunk);
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== 'ENOSPC') throw error;
-  } finally {
-    closeSync(fd);
-  }
-}
 
 describe.skipIf(!mounted.ok)('a full disk', () => {
   it('refuses writes with 503 while full, stays up, resumes by itself and loses nothing acknowledged', async () => {

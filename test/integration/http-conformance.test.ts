@@ -3,6 +3,7 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { cannotRun } from '../support/faults.js';
 import { startReceiver, type Receiver } from '../support/receiver.js';
 import { ADMIN_KEY, call, removeDir, ROOT, startServer, tempDir, type TestServer } from '../support/server.js';
 
@@ -211,7 +212,7 @@ function readmeNginxSnippet(): string {
 }
 
 const nginx = spawnSync('nginx', ['-v']).error === undefined;
-if (!nginx) console.error('\n!!! reverse-proxy tests SKIPPED: nginx is not installed (apt-get install nginx-light)\n');
+if (!nginx) cannotRun('the reverse-proxy tests', 'nginx is not installed (apt-get install nginx-light)');
 
 describe.skipIf(!nginx)('behind the README reverse proxy (nginx)', () => {
   let proxy: ChildProcess;

@@ -1,9 +1,10 @@
 import { execFileSync } from 'node:child_process';
-import { closeSync, existsSync, openSync, readlinkSync, writeSync } from 'node:fs';
+import { existsSync, readlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { StartError } from '../../src/errors.js';
 import { LOCK_FILE, parseHolder } from '../../src/store/data-dir-lock.js';
+import { cannotRun, fillDisk, mountTmpfs } from '../support/faults.js';
 import { ADMIN_KEY, call, ORG, removeDir, runCli, spawnServer, STACK_LINE, startServer, tempDir, type ServerProcess } from '../support/server.js';
 
 async function stop(proc: ServerProcess): Promise<void> {
@@ -106,35 +107,14 @@ describe('one process serves a data dir', () => {
   });
 });
 
-/** A small tmpfs (root only), or why not. */
-function tmpfs(dir: string): { ok: true } | { ok: false; why: string } {
-  try {
-    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=24m', 'tmpfs', dir], { stdio: 'pipe' });
-    return { ok: true };
-  } catch (error) {
-    return { ok: false, why: String((error as { stderr?: Buffer }).stderr ?? error).trim() };
-  }
-}
-
-function fillDisk(path: string): void {
-  const fd = openSync(path, 'w');
-  const chunk = Buffer.alloc(256 * 1024, 7);
-  try {
-    for (;;) writeSync(fd, chunk);
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== 'ENOSPC') throw error;
-  } finally {
-    closeSync(fd);
-  }
-}
 
 describe('the lock on a full disk', () => {
   it('a server killed with SIGKILL restarts while the disk is full: taking over its lock needs no space', async (ctx) => {
     const mountPoint = tempDir('vigil-lock-tmpfs-');
-    const mounted = tmpfs(mountPoint);
+    const mounted = mountTmpfs(mountPoint);
     if (!mounted.ok) {
       removeDir(mountPoint);
-      console.error(`\n!!! full-disk lock test SKIPPED: cannot mount a tmpfs here (${mounted.why}); run as root to include it\n`);
+      cannotRun('the full-disk lock test', `no tmpfs (${mounted.why}); run as root`);
       ctx.skip();
       return;
     }
