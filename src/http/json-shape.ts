@@ -17,33 +17,33 @@ const PROTOTYPE_KEYS = new Set(['__proto__', 'constructor', 'prototype']);
  * body nested a million levels deep costs no more than one nested 65.
  */
 export function jsonShapeProblem(value: unknown): ErrorDetail | null {
-  return check(value, '', 0);
+  const path: string[] = [];
+  const problem = check(value, path, 0);
+  return problem === null ? null : { path: path.length === 0 ? 'body' : path.join('.'), message: problem };
 }
 
-function check(value: unknown, path: string, depth: number): ErrorDetail | null {
-  if (typeof value === 'number') {
-    return Number.isFinite(value) ? null : { path: path || 'body', message: 'number out of range (not a finite double)' };
-  }
+/** The problem's message, with `path` left at the member it names (built only on failure). */
+function check(value: unknown, path: string[], depth: number): string | null {
+  if (typeof value === 'number') return Number.isFinite(value) ? null : 'number out of range (not a finite double)';
   if (typeof value !== 'object' || value === null) return null;
-  if (depth >= MAX_JSON_DEPTH) {
-    return { path: path || 'body', message: `nested deeper than ${MAX_JSON_DEPTH} levels of objects and arrays` };
-  }
+  if (depth >= MAX_JSON_DEPTH) return `nested deeper than ${MAX_JSON_DEPTH} levels of objects and arrays`;
   if (Array.isArray(value)) {
     for (let i = 0; i < value.length; i++) {
-      const problem = check(value[i], join(path, String(i)), depth + 1);
+      const item: unknown = value[i];
+      if (typeof item !== 'object' && typeof item !== 'number') continue;
+      path.push(String(i));
+      const problem = check(item, path, depth + 1);
       if (problem !== null) return problem;
+      path.pop();
     }
     return null;
   }
-  for (const key of Object.keys(value)) {
-    const at = join(path, key);
-    if (PROTOTYPE_KEYS.has(key)) return { path: at, message: `the member name ${key} is not accepted` };
-    const problem = check((value as Record<string, unknown>)[key], at, depth + 1);
+  for (const key in value) {
+    path.push(key);
+    if (PROTOTYPE_KEYS.has(key)) return `the member name ${key} is not accepted`;
+    const problem = check((value as Record<string, unknown>)[key], path, depth + 1);
     if (problem !== null) return problem;
+    path.pop();
   }
   return null;
-}
-
-function join(path: string, key: string): string {
-  return path === '' ? key : `${path}.${key}`;
 }
