@@ -107,7 +107,17 @@ export class OrgLedgerActor {
     while (!this.broken && !this.stale && this.inflight < this.maxInflight && this.queue.length > 0) {
       const batch = this.queue;
       this.queue = [];
-      this.launch(batch);
+      try {
+        this.launch(batch);
+      } catch (error) {
+        // Past the per-command guard (limits, batch hashing): a broken invariant. The batch is
+        // refused, and the state (perhaps changed by its planning) rebuilt before the next one.
+        console.error(JSON.stringify({ level: 'error', msg: 'batch refused: launching it failed', org: this.org, error: ensureError(error).message }));
+        for (const pending of batch) pending.resolve(PLANNING_FAILED);
+        this.stale = true;
+        if (this.inflight === 0) this.tail = this.tail.then(() => this.heal()).then(() => this.pump());
+        return;
+      }
     }
   }
 

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OrgActors } from '../../src/actors/org-actors.js';
 import { MemoryBus } from '../../src/bus/memory.js';
 import type { IngestResult } from '../../src/bus/messages.js';
+import { NO_LIMITS } from '../../src/domain/org-state.js';
 import { POLICY_V1, policyDigest } from '../../src/domain/policy.js';
 import { MAX_JSON_DEPTH } from '../../src/http/json-shape.js';
 import { LmdbStore } from '../../src/store/lmdb.js';
@@ -79,6 +80,31 @@ describe('hostile JSON bodies', () => {
 });
 
 describe('the org writer', () => {
+  it('refuses a batch it cannot launch (a broken invariant past the per-command guard) and carries on', async () => {
+    const dir = tempDir('vigil-writer-');
+    const store = new LmdbStore(dir);
+    const bus = new MemoryBus(store);
+    let failNext = false;
+    const limits = () => {
+      if (!failNext) return NO_LIMITS;
+      failNext = false;
+      throw new Error('limits unavailable');
+    };
+    const actors = new OrgActors(bus, { policy: POLICY_V1, policyDigest: policyDigest(POLICY_V1), now: Date.now, maxPending: 1000, limits });
+    bus.serve(actors.handle);
+    const ingest = () => bus.request({ type: 'event.ingest', org: 'o', event: { agent_id: 'a', event_type: 'output_generated', payload: {}, dti: null, source: 'self', actor: null } });
+    try {
+      await bus.request({ type: 'agent.register', org: 'o', agent: { agent_id: 'a', name: 'A', kind: 'production', observed: true } });
+      failNext = true;
+      expect((await Promise.all([ingest(), ingest()])).map((r) => (r.ok ? 'ok' : r.code))).toEqual(['internal', 'internal']);
+      expect(await ingest()).toMatchObject({ ok: true, value: { event_id: 1 } });
+    } finally {
+      await bus.close();
+      await store.close();
+      removeDir(dir);
+    }
+  });
+
   it('refuses, unrecorded, a command whose caller is gone before it is decided; one decided is recorded', async () => {
     const dir = tempDir('vigil-writer-');
     const store = new LmdbStore(dir);
