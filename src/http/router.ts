@@ -5,7 +5,9 @@ import type { Registry } from '../registry.js';
 import type { KeyRecord } from '../store/registry-store.js';
 import { readJsonBody } from './body.js';
 import { errorResponse } from './errors.js';
+import { awaitAnswer, resumeReading, statusLine, watchAbort, type Exchange } from './exchange.js';
 import type { RateLimiter } from './rate-limit.js';
+import { streamLines } from './stream.js';
 
 /** `none`: public; `key`: any valid key; a scope: a key holding that scope. */
 export type Auth = 'none' | 'key' | Scope;
@@ -45,28 +47,10 @@ export interface RouterDeps {
   now: () => number;
 }
 
-const STATUS_TEXT: Record<number, string> = {
-  200: '200 OK', 201: '201 Created', 204: '204 No Content', 304: '304 Not Modified', 400: '400 Bad Request',
-  401: '401 Unauthorized', 403: '403 Forbidden', 404: '404 Not Found', 409: '409 Conflict',
-  413: '413 Payload Too Large', 415: '415 Unsupported Media Type', 429: '429 Too Many Requests',
-  500: '500 Internal Server Error', 503: '503 Service Unavailable',
-};
-
 const NO_KEY = undefined as unknown as KeyRecord;
 const COMMON_HEADERS: readonly string[] = ['authorization', 'content-type', 'content-length', 'accept'];
 /** Shared by requests without a query string; handlers only read it. */
 const NO_QUERY = new URLSearchParams();
-
-interface Exchange {
-  res: HttpResponse;
-  aborted: boolean;
-  /** True while uWebSockets.js's handler runs: writes are already corked then. */
-  inHandler?: boolean;
-  /** Reading from the connection is paused until this answer is written (see `awaitAnswer`). */
-  paused?: boolean;
-  /** Close the connection after this answer (what follows on it cannot be trusted). */
-  close?: boolean;
-}
 
 /**
  * Mounts a route on the uWebSockets.js app: auth, rate limit, body, handler, response.
@@ -136,19 +120,6 @@ function handle(m: Mounted, res: HttpResponse, req: HttpRequest): void {
 }
 
 /**
- * The answer comes later (a durable write, a verification): stop reading from the connection
- * until it is written. uWebSockets.js closes a connection on which a request arrives while an
- * earlier one is unanswered ("async pipelining"); paused, a request the client sends early waits
- * in the socket's buffer and is read once this answer is out. One that arrived in the same read
- * as this request is beyond reach (README, Deployment).
- */
-function awaitAnswer(exchange: Exchange): void {
-  if (exchange.aborted || exchange.paused === true) return;
-  exchange.paused = true;
-  exchange.res.pause();
-}
-
-/**
  * Two Content-Length headers frame the body two ways (request smuggling): 400, then close (RFC
  * 9112 §6.3), and nothing after it on the connection may run. An answer written now would only
  * close the connection after uWebSockets.js has parsed (and routed) what follows in the same
@@ -177,12 +148,6 @@ function hasConflictingLength(req: HttpRequest): boolean {
     if (name === 'content-length') seen++;
   });
   return seen > 1;
-}
-
-function watchAbort(exchange: Exchange): void {
-  exchange.res.onAborted(() => {
-    exchange.aborted = true;
-  });
 }
 
 function run(route: Route, exchange: Exchange, ctx: RouteContext): void {
@@ -264,75 +229,8 @@ export function write(exchange: Exchange, status: number, contentType: string, b
 function send(exchange: Exchange, status: number, contentType: string, body: string | Buffer, headers?: Record<string, string>): void {
   const { res } = exchange;
   resumeReading(exchange);
-  res.writeStatus(STATUS_TEXT[status] ?? String(status));
+  res.writeStatus(statusLine(status));
   if (body.length > 0 || status !== 304) res.writeHeader('content-type', contentType);
   if (headers !== undefined) for (const name in headers) res.writeHeader(name, headers[name]!);
   res.end(body, exchange.close === true);
-}
-
-/** Called in the cork of the answer's last write, before `end` (after it `res` is gone). */
-function resumeReading(exchange: Exchange): void {
-  if (exchange.paused !== true) return;
-  exchange.paused = false;
-  exchange.res.resume();
-}
-
-const STREAM_CHUNK = 64 * 1024;
-
-/** Streams text lines with backpressure; yields to the event loop between chunks. */
-async function streamLines(
-  exchange: Exchange,
-  status: number,
-  contentType: string,
-  lines: AsyncIterable<string> | Iterable<string>,
-  headers?: Record<string, string>,
-): Promise<void> {
-  const { res } = exchange;
-  if (exchange.aborted) return;
-  res.cork(() => {
-    res.writeStatus(STATUS_TEXT[status] ?? String(status));
-    res.writeHeader('content-type', contentType);
-    if (headers !== undefined) for (const name in headers) res.writeHeader(name, headers[name]!);
-  });
-  let buffer = '';
-  try {
-    for await (const line of lines) {
-      buffer += line + '\n';
-      if (buffer.length < STREAM_CHUNK) continue;
-      const chunk = buffer;
-      buffer = '';
-      if (exchange.aborted) return;
-      let ok = true;
-      res.cork(() => {
-        ok = res.write(chunk);
-      });
-      if (!ok) await drained(exchange);
-      else await new Promise<void>((resolve) => setImmediate(resolve));
-      if (exchange.aborted) return;
-    }
-  } catch (error) {
-    console.error(JSON.stringify({ level: 'error', msg: 'stream failed', error: String(error) }));
-    if (!exchange.aborted) res.cork(() => res.close());
-    return;
-  }
-  if (!exchange.aborted) {
-    res.cork(() => {
-      resumeReading(exchange);
-      res.end(buffer);
-    });
-  }
-}
-
-function drained(exchange: Exchange): Promise<void> {
-  return new Promise((resolve) => {
-    const check = setInterval(() => exchange.aborted && done(), 1000);
-    const done = (): void => {
-      clearInterval(check);
-      resolve();
-    };
-    exchange.res.onWritable(() => {
-      done();
-      return true;
-    });
-  });
 }
