@@ -1,10 +1,7 @@
 import { open } from 'lmdb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { OrgActors } from '../../src/actors/org-actors.js';
-import { MemoryBus } from '../../src/bus/memory.js';
-import { POLICY_V1, policyDigest } from '../../src/domain/policy.js';
-import { LmdbStore } from '../../src/store/lmdb.js';
 import { call, removeDir, runCli, startServer, tempDir, type TestServer } from '../support/server.js';
+import { withWriter } from '../support/writer.js';
 
 // Issue 13, item 6: a ledger row whose bytes no longer parse refuses writes to its org with 503
 // `ledger_damaged` naming the seq, logged once at start; other orgs and every read keep working.
@@ -120,15 +117,7 @@ describe('a row whose encoding is damaged', () => {
 
 describe('a writer that must rebuild past a damaged row', () => {
   it('refuses every write with ledger_damaged instead of retrying for ever', async () => {
-    const writerDir = tempDir('vigil-damaged-');
-    const store = new LmdbStore(writerDir);
-    const bus = new MemoryBus(store);
-    const actors = new OrgActors(bus, { policy: POLICY_V1, policyDigest: policyDigest(POLICY_V1), now: Date.now, maxPending: 1000 });
-    bus.serve(actors.handle);
-    const ingest = (payload: Record<string, unknown>) =>
-      bus.request({ type: 'event.ingest', org: 'o', event: { agent_id: 'a', event_type: 'output_generated', payload, dti: null, source: 'self', actor: null } });
-    try {
-      await bus.request({ type: 'agent.register', org: 'o', agent: { agent_id: 'a', name: 'A', kind: 'production', observed: true } });
+    await withWriter(async ({ dir: writerDir, ingest }) => {
       for (let i = 0; i < 3; i++) expect((await ingest({ i })).ok).toBe(true);
       // Row 2 breaks on disk while the writer runs; a command it cannot plan makes it rebuild.
       // A second handle on the same environment (left open: closing it would close the store's).
@@ -139,13 +128,8 @@ describe('a writer that must rebuild past a damaged row', () => {
       const cyclic: Record<string, unknown> = {};
       cyclic.self = cyclic;
       expect(await ingest(cyclic)).toMatchObject({ ok: false, code: 'internal' });
-      const next = await ingest({ i: 9 });
-      expect(next).toMatchObject({ ok: false, code: 'ledger_damaged', message: expect.stringContaining('seq 2') });
+      expect(await ingest({ i: 9 })).toMatchObject({ ok: false, code: 'ledger_damaged', message: expect.stringContaining('seq 2') });
       expect(await ingest({ i: 10 })).toMatchObject({ ok: false, code: 'ledger_damaged' });
-    } finally {
-      await bus.close();
-      await store.close();
-      removeDir(writerDir);
-    }
+    });
   });
 });

@@ -1,12 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { OrgActors } from '../../src/actors/org-actors.js';
-import { MemoryBus } from '../../src/bus/memory.js';
 import type { IngestResult } from '../../src/bus/messages.js';
 import { NO_LIMITS } from '../../src/domain/org-state.js';
-import { POLICY_V1, policyDigest } from '../../src/domain/policy.js';
 import { MAX_JSON_DEPTH } from '../../src/http/json-shape.js';
-import { LmdbStore } from '../../src/store/lmdb.js';
-import { call, removeDir, startServer, tempDir, type TestServer } from '../support/server.js';
+import { call, removeDir, startServer, type TestServer } from '../support/server.js';
+import { withWriter } from '../support/writer.js';
 
 // Issue 13, items 1 and 7: bodies JSON.parse accepts but a ledger cannot record faithfully are
 // refused at the edge with the field path, and nothing a command carries can stop a writer.
@@ -81,69 +78,36 @@ describe('hostile JSON bodies', () => {
 
 describe('the org writer', () => {
   it('refuses a batch it cannot launch (a broken invariant past the per-command guard) and carries on', async () => {
-    const dir = tempDir('vigil-writer-');
-    const store = new LmdbStore(dir);
-    const bus = new MemoryBus(store);
     let failNext = false;
     const limits = () => {
       if (!failNext) return NO_LIMITS;
       failNext = false;
       throw new Error('limits unavailable');
     };
-    const actors = new OrgActors(bus, { policy: POLICY_V1, policyDigest: policyDigest(POLICY_V1), now: Date.now, maxPending: 1000, limits });
-    bus.serve(actors.handle);
-    const ingest = () => bus.request({ type: 'event.ingest', org: 'o', event: { agent_id: 'a', event_type: 'output_generated', payload: {}, dti: null, source: 'self', actor: null } });
-    try {
-      await bus.request({ type: 'agent.register', org: 'o', agent: { agent_id: 'a', name: 'A', kind: 'production', observed: true } });
+    await withWriter(async ({ ingest }) => {
       failNext = true;
       expect((await Promise.all([ingest(), ingest()])).map((r) => (r.ok ? 'ok' : r.code))).toEqual(['internal', 'internal']);
       expect(await ingest()).toMatchObject({ ok: true, value: { event_id: 1 } });
-    } finally {
-      await bus.close();
-      await store.close();
-      removeDir(dir);
-    }
+    }, { limits });
   });
 
   it('refuses, unrecorded, a command whose caller is gone before it is decided; one decided is recorded', async () => {
-    const dir = tempDir('vigil-writer-');
-    const store = new LmdbStore(dir);
-    const bus = new MemoryBus(store);
-    const actors = new OrgActors(bus, { policy: POLICY_V1, policyDigest: policyDigest(POLICY_V1), now: Date.now, maxPending: 1000 });
-    bus.serve(actors.handle);
-    try {
-      await bus.request({ type: 'agent.register', org: 'o', agent: { agent_id: 'a', name: 'A', kind: 'production', observed: true } });
-      const ingest = (connection: { aborted: boolean }) =>
-        bus.request({ type: 'event.ingest', org: 'o', event: { agent_id: 'a', event_type: 'output_generated', payload: {}, dti: null, source: 'self', actor: null } }, { abandoned: connection });
+    await withWriter(async ({ ingest, rows }) => {
       const gone = { aborted: false };
-      const before = ingest(gone);
+      const before = ingest({}, { abandoned: gone });
       gone.aborted = true; // in the same turn, before the writer's batch is decided
       expect(await before).toMatchObject({ ok: false, code: 'unavailable', message: expect.stringContaining('nothing was recorded') });
       const late = { aborted: false };
-      const decided = ingest(late);
+      const decided = ingest({}, { abandoned: late });
       await new Promise((resolve) => setImmediate(resolve)); // the batch is launched
       late.aborted = true;
       expect(await decided).toMatchObject({ ok: true, value: { event_id: 1 } });
-      const rows = [];
-      for await (const chunk of bus.read('o', 1)) rows.push(...chunk);
-      expect(rows.map((r) => r.kind)).toEqual(['agent', 'event']);
-    } finally {
-      await bus.close();
-      await store.close();
-      removeDir(dir);
-    }
+      expect((await rows()).map((r) => r.kind)).toEqual(['agent', 'event']);
+    });
   });
 
   it('refuses a command it cannot encode alone and carries on with the same chain', async () => {
-    const dir = tempDir('vigil-writer-');
-    const store = new LmdbStore(dir);
-    const bus = new MemoryBus(store);
-    const actors = new OrgActors(bus, { policy: POLICY_V1, policyDigest: policyDigest(POLICY_V1), now: Date.now, maxPending: 1000 });
-    bus.serve(actors.handle);
-    try {
-      await bus.request({ type: 'agent.register', org: 'o', agent: { agent_id: 'a', name: 'A', kind: 'production', observed: true } });
-      const ingest = (payload: Record<string, unknown>) =>
-        bus.request({ type: 'event.ingest', org: 'o', event: { agent_id: 'a', event_type: 'output_generated', payload, dti: null, source: 'self', actor: null } });
+    await withWriter(async ({ ingest, rows }) => {
       // Commands that bypassed the edge: one batch holds a good, a bad and two more good ones.
       const cyclic: Record<string, unknown> = {};
       cyclic.self = cyclic;
@@ -153,13 +117,7 @@ describe('the org writer', () => {
       expect(ids).toEqual([1, 2, 3]);
       const next = await ingest({ n: 4 });
       expect(next.ok && (next.value as IngestResult).event_id).toBe(4);
-      const rows = [];
-      for await (const chunk of bus.read('o', 1)) rows.push(...chunk);
-      expect(rows.map((r) => r.seq)).toEqual([1, 2, 3, 4, 5]);
-    } finally {
-      await bus.close();
-      await store.close();
-      removeDir(dir);
-    }
+      expect((await rows()).map((r) => r.seq)).toEqual([1, 2, 3, 4, 5]);
+    });
   });
 });
