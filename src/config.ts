@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { demoConfig, type DemoConfig } from './demo/config.js';
+import { LOG_LEVELS, type LogLevel } from './log.js';
 
 /** The only reader of process.env: env → typed, validated Config. */
 
@@ -34,6 +35,7 @@ const envSchema = z.object({
   VIGIL_KEY_RATE_LIMIT: z.coerce.number().int().min(0).default(0),
   VIGIL_MAX_PENDING: z.coerce.number().int().min(1).default(10_000),
   VIGIL_DURABILITY: z.enum(['sync', 'process']).default('sync'),
+  VIGIL_LOG_LEVEL: z.enum(LOG_LEVELS).default('info'),
   VIGIL_CHECKPOINT_SECONDS: z.coerce.number().int().min(1).default(60),
   VIGIL_WEBHOOK_RETRY_SCHEDULE: schedule,
   VIGIL_WEBHOOK_ALLOW_PRIVATE: flag,
@@ -59,6 +61,7 @@ export interface Config {
   keyRateLimitPerSecond: number;
   maxPendingPerOrg: number;
   durability: 'sync' | 'process';
+  logLevel: LogLevel;
   /** How often in-memory state is checkpointed (bounds the replay after a crash). */
   checkpointSeconds: number;
   webhookRetrySchedule: number[];
@@ -98,6 +101,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     keyRateLimitPerSecond: e.VIGIL_KEY_RATE_LIMIT,
     maxPendingPerOrg: e.VIGIL_MAX_PENDING,
     durability: e.VIGIL_DURABILITY,
+    logLevel: e.VIGIL_LOG_LEVEL,
     checkpointSeconds: e.VIGIL_CHECKPOINT_SECONDS,
     webhookRetrySchedule: e.VIGIL_WEBHOOK_RETRY_SCHEDULE,
     webhookAllowPrivate: e.VIGIL_WEBHOOK_ALLOW_PRIVATE,

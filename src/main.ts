@@ -7,7 +7,8 @@ import { ConfigError, loadConfig } from './config.js';
 import { Scope, orgSlug } from './domain/schemas.js';
 import { ensureError, StartError, VigilError } from './errors.js';
 import { Registry } from './registry.js';
-import { startRuntime, jsonLog } from './runtime.js';
+import { createLogger } from './log.js';
+import { startRuntime } from './runtime.js';
 import { LmdbStore } from './store/lmdb.js';
 
 const USAGE = `usage: vigil <command>
@@ -53,9 +54,11 @@ async function serve(args: string[]): Promise<number> {
   if (parseCommand(args, {}, 0).values.help === true) return help();
   // The first-start key goes to the terminal only, as plain text: never into a JSON log line.
   const showFirstKey = (key: string): void => console.log(`\n  Vigil created org "default" with an admin key (shown only now):\n\n    ${key}\n`);
-  const runtime = await startRuntime(loadConfig(), jsonLog, { showFirstKey });
+  const config = loadConfig();
+  const log = createLogger(config.logLevel);
+  const runtime = await startRuntime(config, log, { showFirstKey });
   const stop = (): void => {
-    jsonLog('info', 'shutting down');
+    log.info('shutting down');
     runtime.close().then(
       () => process.exit(0),
       () => process.exit(1),

@@ -24,6 +24,7 @@ import { Scope } from './domain/schemas.js';
 import type { Route } from './http/router.js';
 import { startHttpServer } from './http/server.js';
 import { checkReceiverUrl, type Lookup } from './net/receiver-address.js';
+import { createLogger, type Logger } from './log.js';
 import { Registry } from './registry.js';
 import { nativeSha256Chain } from './store/batch-hash.js';
 import { LmdbStore } from './store/lmdb.js';
@@ -41,15 +42,6 @@ export interface Runtime {
   close(): Promise<void>;
 }
 
-export interface Log {
-  (level: 'info' | 'warn' | 'error', msg: string, fields?: Record<string, unknown>): void;
-}
-
-export const jsonLog: Log = (level, msg, fields) => {
-  const line = JSON.stringify({ level, time: new Date().toISOString(), msg, ...fields });
-  if (level === 'error') console.error(line);
-  else console.log(line);
-};
 
 /** The composition root: picks the adapters for the mode and starts actors and the front end. */
 /** Seams for tests (production passes none of them but showFirstKey). */
@@ -74,7 +66,7 @@ export interface RuntimeOptions {
  * dir, in this process or another, is refused with StartError `data_dir_locked`). A start that fails
  * half-way closes what it opened and releases the lock before rejecting.
  */
-export async function startRuntime(config: Config, log: Log = jsonLog, options: RuntimeOptions = {}): Promise<Runtime> {
+export async function startRuntime(config: Config, log: Logger = createLogger(config.logLevel), options: RuntimeOptions = {}): Promise<Runtime> {
   if (config.natsUrl !== undefined) {
     throw new Error('cluster mode (VIGIL_NATS_URL) is not available in this version; unset it to run embedded');
   }
@@ -87,7 +79,7 @@ export async function startRuntime(config: Config, log: Log = jsonLog, options: 
       try {
         await close();
       } catch (closing) {
-        log('error', 'closing after a failed start failed', { error: ensureError(closing).message });
+        log.error({ error: ensureError(closing).message }, 'closing after a failed start failed');
       }
     }
     throw error;
@@ -95,7 +87,7 @@ export async function startRuntime(config: Config, log: Log = jsonLog, options: 
 }
 
 /** `opened` collects what a failed start must close, in the order opened. */
-async function start(config: Config, log: Log, options: RuntimeOptions, lock: DataDirLock, opened: (() => unknown)[]): Promise<Runtime> {
+async function start(config: Config, log: Logger, options: RuntimeOptions, lock: DataDirLock, opened: (() => unknown)[]): Promise<Runtime> {
   const now = (): number => Date.now();
   const store = new LmdbStore(config.dataDir, config.durability);
   opened.push(() => store.close());
@@ -103,9 +95,10 @@ async function start(config: Config, log: Log, options: RuntimeOptions, lock: Da
   const firstKey = await bootstrap(config, store, registry);
   if (firstKey !== null) options.showFirstKey?.(firstKey);
 
-  const bus: Bus = new MemoryBus(store);
+  const bus: Bus = new MemoryBus(store, log);
   const digest = policyDigest(POLICY_V1);
   const actors = new OrgActors(bus, {
+    log,
     policy: POLICY_V1,
     policyDigest: digest,
     now,
@@ -155,7 +148,7 @@ async function start(config: Config, log: Log, options: RuntimeOptions, lock: Da
     partitionedReplayFrom: options.partitionedReplayFrom,
     replay: options.replay,
   });
-  log('info', 'state rebuilt from the ledger', rebuilt);
+  log.info(rebuilt, 'state rebuilt from the ledger');
   // Checkpoints now and then bound the replay after a crash; a clean stop saves them too.
   let saved = new Map<string, number>();
   let saving: Promise<unknown> = Promise.resolve();
@@ -165,7 +158,7 @@ async function start(config: Config, log: Log, options: RuntimeOptions, lock: Da
         saved = await saveCheckpoints(store, projections, actors, digest, () => new Date(), saved, drain);
         await deliveries.saveCursors();
       })
-      .catch((error: unknown) => log('error', 'checkpoint failed', { error: String(error) })));
+      .catch((error: unknown) => log.error({ error: String(error) }, 'checkpoint failed')));
   const timer = setInterval(() => void checkpoint(false), config.checkpointSeconds * 1000);
   timer.unref();
   // One soon after start too: a process that keeps crashing before its first interval would
@@ -181,7 +174,7 @@ async function start(config: Config, log: Log, options: RuntimeOptions, lock: Da
   // Listening first gives the port actually bound: URLs built from it (public records, deploy
   // endpoints, pages) name that port even when VIGIL_PORT is 0.
   let listening = false;
-  const http = await startHttpServer(config.host, config.port, async (port) => {
+  const http = await startHttpServer(config.host, config.port, log, async (port) => {
     listening = true;
     const served = withBoundPort(config, port);
     studio = served.demo
@@ -198,6 +191,7 @@ async function start(config: Config, log: Log, options: RuntimeOptions, lock: Da
       : null;
     return {
       config: served,
+      log,
       mode: 'embedded',
       bus,
       registry,
@@ -220,7 +214,7 @@ async function start(config: Config, log: Log, options: RuntimeOptions, lock: Da
     if (listening) throw error;
     throw new StartError('listen_failed', `cannot listen on ${config.host}:${config.port}: the port is in use, or the host is not an address of this machine (VIGIL_HOST, VIGIL_PORT)`, { cause: error });
   });
-  log('info', 'listening', { port: http.port, host: config.host, mode: 'embedded', data_dir: config.dataDir, durability: config.durability, pid: process.pid });
+  log.info({ port: http.port, host: config.host, mode: 'embedded', data_dir: config.dataDir, durability: config.durability, pid: process.pid }, 'listening');
   return {
     port: http.port,
     mode: 'embedded',
@@ -234,7 +228,7 @@ async function start(config: Config, log: Log, options: RuntimeOptions, lock: Da
         await studio?.close();
         await checkpoint(true);
         await deliveries.close();
-        log('info', 'checkpoints saved', { consumers: saved.size });
+        log.info({ consumers: saved.size }, 'checkpoints saved');
         await closeVerifyWorkers();
         await bus.close();
         await store.close();

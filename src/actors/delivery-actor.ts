@@ -8,6 +8,7 @@ import { VERSION } from '../version.js';
 import { DeliveryWriter } from './delivery-writer.js';
 import { DueQueue } from './due-queue.js';
 import type { WebhookRegistry } from './webhook-registry.js';
+import type { Logger } from '../log.js';
 
 export interface DeliveryOptions {
   /**
@@ -26,7 +27,7 @@ export interface DeliveryOptions {
   lookup?: Lookup;
   /** The HTTP client (tests may wrap it to observe attempts; the default posts for real). */
   post?: (options: PostOptions) => Promise<PostResult>;
-  log: (level: 'info' | 'warn' | 'error', msg: string, fields?: Record<string, unknown>) => void;
+  log: Logger;
   /** Backoff between rewrites after a failed delivery write (ms); tests shorten it. */
   storeRetry?: { firstMs: number; maxMs: number };
 }

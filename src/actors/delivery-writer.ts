@@ -1,10 +1,11 @@
 import { ensureError } from '../errors.js';
 import type { DeliveryRecord, WebhookStore } from '../store/webhook-store.js';
+import type { Logger } from '../log.js';
 
 export interface DeliveryWriterOptions {
   /** Runs once records are durable, in write order: the actor schedules the queued ones. */
   onStored: (records: readonly DeliveryRecord[]) => void;
-  log: (level: 'info' | 'warn' | 'error', msg: string, fields?: Record<string, unknown>) => void;
+  log: Logger;
   /** Backoff between rewrites after a failed write (ms). */
   retry?: { firstMs: number; maxMs: number };
 }
@@ -98,11 +99,11 @@ export class DeliveryWriter {
     try {
       await this.store.putDeliveries(records, cursors.size === 0 ? undefined : cursors);
     } catch (error) {
-      this.options.log('error', 'webhook deliveries could not be written; they are held and rewritten', {
+      this.options.log.error({
         error: ensureError(error).message,
         deliveries: records.length,
         retry_ms: this.retryMs,
-      });
+      }, 'webhook deliveries could not be written; they are held and rewritten');
       this.scheduleRetry();
       return;
     }
@@ -117,7 +118,7 @@ export class DeliveryWriter {
     try {
       this.options.onStored(records);
     } catch (error) {
-      this.options.log('error', 'stored deliveries could not be scheduled', { error: ensureError(error).message });
+      this.options.log.error({ error: ensureError(error).message }, 'stored deliveries could not be scheduled');
     }
   }
 

@@ -97,7 +97,7 @@ export class OrgActors {
         this.actors.delete(org);
         if (error instanceof LedgerDamagedError) {
           this.markDamaged(org, error.seq);
-          console.error(JSON.stringify({ level: 'error', msg: 'ledger damaged: a row cannot be read; writes to this org are refused', org, seq: error.seq }));
+          this.options.log.error({ org, seq: error.seq }, 'ledger damaged: a row cannot be read; writes to this org are refused');
         }
         throw error;
       },

@@ -7,6 +7,7 @@ import { emptyOrgState, NO_LIMITS, planExport, planIngest, planRegister, planRev
 import type { Policy } from '../domain/policy.js';
 import { ensureError } from '../errors.js';
 import { damagedRefusal, LedgerDamagedError, OrgRecovery, writerSnapshot, type WriterSnapshot } from './org-recovery.js';
+import type { Logger } from '../log.js';
 
 interface Pending {
   command: OrgCommand;
@@ -26,6 +27,8 @@ export interface OrgActorOptions {
   maxPending: number;
   /** Batches committed but not yet durable at once (group commit pipelining). */
   maxInflight?: number;
+  /** Where the writer says what went wrong (failed appends, refused commands, damage). */
+  log: Logger;
   /** The org's plan limits in force at `nowMs` (read once per batch). */
   limits?: (org: string, nowMs: number) => WriterLimits;
 }
@@ -112,7 +115,7 @@ export class OrgLedgerActor {
       } catch (error) {
         // Past the per-command guard (limits, batch hashing): a broken invariant. The batch is
         // refused, and the state (perhaps changed by its planning) rebuilt before the next one.
-        console.error(JSON.stringify({ level: 'error', msg: 'batch refused: launching it failed', org: this.org, error: ensureError(error).message }));
+        this.options.log.error({ org: this.org, error: ensureError(error).message }, 'batch refused: launching it failed');
         for (const pending of batch) pending.resolve(PLANNING_FAILED);
         this.stale = true;
         if (this.inflight === 0) this.tail = this.tail.then(() => this.heal()).then(() => this.pump());
@@ -143,7 +146,7 @@ export class OrgLedgerActor {
         // A command the rules cannot handle is refused alone. It may have changed the state
         // before it threw, so the rest of the batch waits until the state is rebuilt from the
         // ledger (when nothing is in flight), and the writer goes on from there.
-        console.error(JSON.stringify({ level: 'error', msg: 'command refused: planning failed', org: this.org, type: batch[i]!.command.type, error: ensureError(error).message }));
+        this.options.log.error({ org: this.org, type: batch[i]!.command.type, error: ensureError(error).message }, 'command refused: planning failed');
         replies.push(PLANNING_FAILED);
         this.stale = true;
         this.queue = batch.splice(i + 1).concat(this.queue);
@@ -195,7 +198,7 @@ export class OrgLedgerActor {
         } else {
           if (!this.broken) {
             this.broken = true;
-            console.error(JSON.stringify({ level: 'error', msg: 'ledger append failed', org: this.org, error: failure }));
+            this.options.log.error({ org: this.org, error: failure }, 'ledger append failed');
           }
           for (const pending of batch) pending.resolve(UNAVAILABLE);
         }
@@ -216,11 +219,11 @@ export class OrgLedgerActor {
       if (error instanceof LedgerDamagedError) {
         // Nothing will heal it: refuse every write from now on, and stop trying.
         this.damaged = damagedRefusal(this.org, error.seq);
-        console.error(JSON.stringify({ level: 'error', msg: 'ledger damaged: a row cannot be read; writes to this org are refused', org: this.org, seq: error.seq }));
+        this.options.log.error({ org: this.org, seq: error.seq }, 'ledger damaged: a row cannot be read; writes to this org are refused');
         for (const pending of waiting) pending.resolve(this.damaged);
         return;
       }
-      console.error(JSON.stringify({ level: 'error', msg: 'recovery failed', org: this.org, error: ensureError(error).message }));
+      this.options.log.error({ org: this.org, error: ensureError(error).message }, 'recovery failed');
       for (const pending of waiting) pending.resolve(UNAVAILABLE);
       // Stay broken and try again in a second; commands that arrive meanwhile wait.
       this.tail = this.tail.then(() => new Promise((resolve) => setTimeout(resolve, 1000))).then(() => this.heal());

@@ -10,6 +10,7 @@ import type { OrgActors } from './org-actors.js';
 import { replayPartitioned, type OrgRebuild, type ReplayJob, type ReplayOptions } from './partitioned-replay.js';
 import type { ReviewQueue } from './review-queue.js';
 import type { UsageMeter } from './usage-meter.js';
+import type { Logger } from '../log.js';
 
 export interface StartUp {
   store: LmdbStore;
@@ -19,7 +20,7 @@ export interface StartUp {
   deliveries: DeliveryActor;
   policy: Policy;
   policyDigest: string;
-  log: (level: 'info' | 'warn' | 'error', msg: string, fields?: Record<string, unknown>) => void;
+  log: Logger;
   /** Orgs replayed from their first row with at least this many rows are cut by agent across threads. */
   partitionedReplayFrom?: number | undefined;
   replay?: ReplayOptions | undefined;
@@ -90,7 +91,7 @@ export async function startConsumers(s: StartUp): Promise<{ ms: number; checkpoi
   replaying = false;
   for (const [org, seq] of damaged) {
     s.actors.markDamaged(org, seq);
-    s.log('error', 'ledger damaged: a row cannot be read; writes to this org are refused, reads serve what precedes it', { org, seq });
+    s.log.error({ org, seq }, 'ledger damaged: a row cannot be read; writes to this org are refused, reads serve what precedes it');
   }
   s.actors.finishReplay();
   s.deliveries.start();
@@ -114,7 +115,7 @@ async function rebuildLargeOrgs(s: StartUp, held: readonly ReadonlyMap<string, n
     return await replayPartitioned(s.store, jobs, s.policy, s.replay);
   } catch (error) {
     // Only a shortcut: the one replay on the bus rebuilds the same state, more slowly.
-    s.log('warn', 'partitioned replay failed; replaying in one pass', { error: String(error) });
+    s.log.warn({ error: String(error) }, 'partitioned replay failed; replaying in one pass');
     return new Map();
   }
 }

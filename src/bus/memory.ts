@@ -2,6 +2,7 @@ import type { LedgerRow } from '../domain/ledger.js';
 import type { AppendOptions, AppendOutcome, LedgerStore } from '../store/ledger-store.js';
 import type { Bus, CommandHandler, CommittedHandler, RequestOptions, SubscribeOptions, Subscription } from './bus.js';
 import type { OrgCommand, ReplyTo } from './messages.js';
+import type { Logger } from '../log.js';
 
 const CHUNK = 1024;
 
@@ -15,7 +16,10 @@ export class MemoryBus implements Bus {
   private readonly subscribers = new Set<CommittedHandler>();
   private readonly tails = new Map<string, Promise<void>>();
 
-  constructor(private readonly log: LedgerStore) {}
+  constructor(
+    private readonly log: LedgerStore,
+    private readonly logger: Logger,
+  ) {}
 
   serve(handler: CommandHandler): void {
     if (this.handler !== null) throw new Error('MemoryBus: a command handler is already serving');
@@ -43,7 +47,7 @@ export class MemoryBus implements Bus {
       if (!outcome.ok) return outcome;
       let stored: Promise<unknown>[] | null = null;
       for (const subscriber of this.subscribers) {
-        const pending = deliver(subscriber, org, rows);
+        const pending = deliver(this.logger, subscriber, org, rows);
         if (pending !== undefined) (stored ??= []).push(pending);
       }
       if (stored !== null) await Promise.all(stored);
@@ -67,7 +71,7 @@ export class MemoryBus implements Bus {
   subscribe(handler: CommittedHandler, options: SubscribeOptions = {}): Promise<Subscription> {
     // The replay reads LMDB synchronously, so no append can interleave: no gap, no duplicate.
     for (const org of this.log.orgs()) {
-      for (const chunk of chunked(this.log.range(org, (options.after?.get(org) ?? 0) + 1))) deliver(handler, org, chunk);
+      for (const chunk of chunked(this.log.range(org, (options.after?.get(org) ?? 0) + 1))) deliver(this.logger, handler, org, chunk);
     }
     this.subscribers.add(handler);
     return Promise.resolve({ unsubscribe: () => this.subscribers.delete(handler) });
@@ -81,9 +85,9 @@ export class MemoryBus implements Bus {
 }
 
 /** A failing subscriber must not fail an append that is already durable. */
-function deliver(handler: CommittedHandler, org: string, rows: readonly LedgerRow[]): Promise<unknown> | undefined {
+function deliver(logger: Logger, handler: CommittedHandler, org: string, rows: readonly LedgerRow[]): Promise<unknown> | undefined {
   const failed = (error: unknown): void => {
-    console.error(JSON.stringify({ level: 'error', msg: 'subscriber failed', org, error: String(error) }));
+    logger.error({ org, error: String(error) }, 'subscriber failed');
   };
   try {
     return handler(org, rows)?.catch(failed);

@@ -1,5 +1,6 @@
 import { ensureError } from '../errors.js';
 import type { LanguageModel, ReplyInput, SuggestInput, Suggestion } from './language-model.js';
+import type { Logger } from '../log.js';
 
 /** What was generated and by whom. `fallbackFrom` names the provider that failed, if one did. */
 export interface Generated<T> {
@@ -8,7 +9,7 @@ export interface Generated<T> {
   fallbackFrom: string | null;
 }
 
-export type DemoLog = (level: 'info' | 'warn' | 'error', msg: string, fields?: Record<string, unknown>) => void;
+export type DemoLog = Logger;
 
 /**
  * Asks `primary`; on any failure logs one warning (provider, operation and error, never the key)
@@ -36,13 +37,13 @@ export class FallbackModel {
       return { value: await call(this.primary), provider: this.primary.provider, fallbackFrom: null };
     } catch (thrown) {
       const error = ensureError(thrown);
-      this.log('warn', 'language model failed; answering with the built-in generator', {
+      this.log.warn({
         provider: this.primary.provider,
         model: this.primary.model,
         operation,
         error: error.message,
         ...('code' in error ? { code: error.code } : {}),
-      });
+      }, 'language model failed; answering with the built-in generator');
       return { value: await call(this.backup), provider: this.backup.provider, fallbackFrom: this.primary.provider };
     }
   }

@@ -249,14 +249,14 @@ export class Studio {
     seeding = this.exclusive(org, () => this.seed(org)).then(
       (limit) => {
         if (limit !== null && !this.limited.has(org)) {
-          this.o.log('warn', 'demo: the plan limit leaves some seed agents out; retried at most once a minute', { org, error: limit.message });
+          this.o.log.warn({ org, error: limit.message }, 'demo: the plan limit leaves some seed agents out; retried at most once a minute');
         }
         if (limit === null) this.limited.delete(org);
         else this.limited.set(org, this.o.now() + SEED_RETRY_MS);
       },
       (thrown: unknown) => {
         this.seeded.delete(org);
-        this.o.log('warn', 'demo: seeding studio agents failed; retried on the next request', { org, error: ensureError(thrown).message });
+        this.o.log.warn({ org, error: ensureError(thrown).message }, 'demo: seeding studio agents failed; retried on the next request');
       },
     );
     this.seeded.set(org, seeding);

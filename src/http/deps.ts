@@ -15,10 +15,12 @@ import type { LedgerStore } from '../store/ledger-store.js';
 import type { ScoringKeyStore } from '../store/scoring-key-store.js';
 import type { ChainCheck } from '../store/verify-chain.js';
 import type { WebhookStore } from '../store/webhook-store.js';
+import type { Logger } from '../log.js';
 
 /** What route handlers may use. Chosen by the composition root (runtime.ts). */
 export interface AppDeps {
   config: Config;
+  log: Logger;
   mode: 'embedded' | 'cluster';
   bus: Bus;
   registry: Registry;

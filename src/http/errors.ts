@@ -1,4 +1,5 @@
 import { ensureError, VigilError, type ErrorCode } from '../errors.js';
+import type { Logger } from '../log.js';
 
 /** The one table from error codes to HTTP status. */
 export const STATUS_OF: Record<ErrorCode, number> = {
@@ -27,13 +28,13 @@ export interface ErrorResponse {
 }
 
 /** DESIGN §4 error body; anything that is not a VigilError is logged and answered as a 500. */
-export function errorResponse(thrown: unknown): ErrorResponse {
+export function errorResponse(thrown: unknown, log: Logger): ErrorResponse {
   let error: VigilError;
   if (thrown instanceof VigilError) {
     error = thrown;
   } else {
     const cause = ensureError(thrown);
-    console.error(JSON.stringify({ level: 'error', msg: 'unhandled error', error: cause.message, stack: cause.stack }));
+    log.error({ err: cause }, 'unhandled error');
     error = new VigilError('internal', 'internal error');
   }
   const payload: { code: string; message: string; details?: unknown } = { code: error.code, message: error.message };

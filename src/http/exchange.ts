@@ -1,9 +1,12 @@
 import type { HttpResponse } from 'uWebSockets.js';
+import type { Logger } from '../log.js';
 
 /** One request's answer in progress, and what is known of its connection. */
 export interface Exchange {
   res: HttpResponse;
   aborted: boolean;
+  /** Where a failure answering it is logged. */
+  log: Logger;
   /** True while uWebSockets.js's handler runs: writes are already corked then. */
   inHandler?: boolean;
   /** Reading from the connection is paused until this answer is written (see `awaitAnswer`). */

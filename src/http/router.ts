@@ -8,6 +8,7 @@ import { errorResponse } from './errors.js';
 import { awaitAnswer, resumeReading, statusLine, watchAbort, type Exchange } from './exchange.js';
 import type { RateLimiter } from './rate-limit.js';
 import { streamLines } from './stream.js';
+import type { Logger } from '../log.js';
 
 /** `none`: public; `key`: any valid key; a scope: a key holding that scope. */
 export type Auth = 'none' | 'key' | Scope;
@@ -43,6 +44,7 @@ export interface Route {
 
 export interface RouterDeps {
   registry: Registry;
+  log: Logger;
   keyLimiter: RateLimiter | null;
   now: () => number;
 }
@@ -76,7 +78,7 @@ interface Mounted {
 }
 
 function handle(m: Mounted, res: HttpResponse, req: HttpRequest): void {
-  const exchange: Exchange = { res, aborted: false, inHandler: true };
+  const exchange: Exchange = { res, aborted: false, inHandler: true, log: m.deps.log };
   // Everything needed from `req` is copied now: it is invalid after this function returns.
   const headers: Record<string, string> = {};
   for (const name of m.wanted) {
@@ -196,7 +198,7 @@ function safeDecode(value: string): string {
 }
 
 export function sendError(exchange: Exchange, error: unknown): void {
-  const { status, body, headers } = errorResponse(error);
+  const { status, body, headers } = errorResponse(error, exchange.log);
   write(exchange, status, 'application/json', body, headers);
 }
 

@@ -15,6 +15,7 @@ import { reviewRoutes } from './routes/reviews.js';
 import { demoRoutes } from './routes/studio.js';
 import { systemRoutes } from './routes/system.js';
 import { webhookRoutes } from './routes/webhooks.js';
+import type { Logger } from '../log.js';
 
 /** The native listen takes (host, port, options, cb); the published typings lack that overload. */
 type ListenWithOptions = (host: string, port: number, options: number, cb: (socket: uws.us_listen_socket | false) => void) => uws.TemplatedApp;
@@ -33,13 +34,13 @@ export interface HttpServer {
  * every request answers 503 `unavailable` with Retry-After (starting); if `makeDeps` throws, the
  * listener is closed.
  */
-export async function startHttpServer(host: string, port: number, makeDeps: (port: number) => Promise<AppDeps>): Promise<HttpServer> {
+export async function startHttpServer(host: string, port: number, log: Logger, makeDeps: (port: number) => Promise<AppDeps>): Promise<HttpServer> {
   const app = uws.App();
   let ready = false;
   // uWebSockets.js matches the most specific route whatever the order of registration, so this
   // catch-all only sees what no route mounted later takes.
   app.any('/*', (res, req) => {
-    const exchange = { res, aborted: false };
+    const exchange = { res, aborted: false, log };
     res.onAborted(() => {
       exchange.aborted = true;
     });
@@ -73,7 +74,7 @@ function mountAll(app: uws.TemplatedApp, deps: AppDeps): Route[] {
   const keyLimiter =
     deps.config.keyRateLimitPerSecond > 0 ? new RateLimiter(deps.config.keyRateLimitPerSecond, 1000) : null;
   const routes = appRoutes(deps);
-  for (const route of routes) mount(app, route, { registry: deps.registry, keyLimiter, now: deps.now });
+  for (const route of routes) mount(app, route, { registry: deps.registry, keyLimiter, now: deps.now, log: deps.log });
   return routes;
 }
 

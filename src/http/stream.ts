@@ -34,7 +34,7 @@ export async function streamLines(
       if (exchange.aborted) return;
     }
   } catch (error) {
-    console.error(JSON.stringify({ level: 'error', msg: 'stream failed', error: String(error) }));
+    exchange.log.error({ err: error }, 'stream failed');
     if (!exchange.aborted) res.cork(() => res.close());
     return;
   }

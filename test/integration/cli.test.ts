@@ -1,6 +1,6 @@
 import { execFileSync, spawn } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
-import { ADMIN_KEY, ORG, removeDir, ROOT, runCli, STACK_LINE, tempDir } from '../support/server.js';
+import { ADMIN_KEY, listeningPort, ORG, removeDir, ROOT, runCli, STACK_LINE, tempDir } from '../support/server.js';
 
 /** Runs `run` over `items`, three at a time (each is a Node process; the machine is shared). */
 async function inTurns<T, R>(items: readonly T[], run: (item: T) => Promise<R>): Promise<R[]> {
@@ -127,8 +127,8 @@ describe('npm start', () => {
     const exited = new Promise<void>((resolve) => npm.on('exit', () => resolve()));
     let below: number[] = [];
     try {
-      await until(() => /"msg":"listening","port":\d+/.test(out), 'the listening line');
-      const url = `http://127.0.0.1:${/"msg":"listening","port":(\d+)/.exec(out)![1]}`;
+      await until(() => listeningPort(out) !== undefined, 'the listening line');
+      const url = `http://127.0.0.1:${listeningPort(out)!}`;
       expect(await answers(url)).toBe(true);
       below = descendants(npm.pid!);
       expect(below.length).toBeGreaterThan(0);

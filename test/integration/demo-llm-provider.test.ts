@@ -5,6 +5,7 @@ import { FallbackModel } from '../../src/demo/fallback.js';
 import type { ReplyInput, SuggestInput } from '../../src/demo/language-model.js';
 import { LanguageModelError, OpenAiCompatibleModel } from '../../src/demo/openai-model.js';
 import { TemplateModel } from '../../src/demo/template-model.js';
+import { captureLogger, type LogLine } from '../support/logs.js';
 
 /** A real loopback HTTP server standing in for an OpenAI-compatible endpoint. */
 interface Stub {
@@ -76,7 +77,7 @@ function model(url: string, timeoutMs = 2000): OpenAiCompatibleModel {
 
 function withFallback(url: string, timeoutMs = 2000) {
   const logs: { level: string; msg: string; fields?: Record<string, unknown> }[] = [];
-  const fallback = new FallbackModel(model(url, timeoutMs), new TemplateModel(), (level, msg, fields) => logs.push({ level, msg, ...(fields === undefined ? {} : { fields }) }));
+  const fallback = new FallbackModel(model(url, timeoutMs), new TemplateModel(), captureLogger(logs as LogLine[], { level: true }));
   return { fallback, logs };
 }
 
@@ -175,8 +176,8 @@ describe('fallback to the built-in generator', () => {
 
   it('with the built-in model alone, never falls back', async () => {
     const builtin = new TemplateModel();
-    const logs: unknown[] = [];
-    const fallback = new FallbackModel(builtin, builtin, () => logs.push(1));
+    const logs: LogLine[] = [];
+    const fallback = new FallbackModel(builtin, builtin, captureLogger(logs));
     expect(await fallback.reply(replyInput)).toEqual({ value: await builtin.reply(replyInput), provider: 'builtin', fallbackFrom: null });
     expect(logs).toEqual([]);
   });

@@ -10,6 +10,7 @@ import { rowBody } from '../../src/domain/ledger.js';
 import { POLICY_V1, policyDigest } from '../../src/domain/policy.js';
 import { LmdbStore } from '../../src/store/lmdb.js';
 import { removeDir, tempDir } from '../support/server.js';
+import { captureLogger, silentLogger } from '../support/logs.js';
 
 /**
  * The Studio over the real org writer, bus and LMDB store, without HTTP (the routes are covered by
@@ -35,8 +36,8 @@ interface Node {
 /** One process's worth of the service's write path, on `dir`; `wrap` may intercept commands. */
 async function node(dir: string, wrap: (bus: Bus) => Bus = (b) => b): Promise<Node> {
   const store = new LmdbStore(dir);
-  const inner = new MemoryBus(store);
-  const actors = new OrgActors(inner, { policy: POLICY_V1, policyDigest: policyDigest(POLICY_V1), now: Date.now, maxPending: 10_000 });
+  const inner = new MemoryBus(store, silentLogger());
+  const actors = new OrgActors(inner, { log: silentLogger(), policy: POLICY_V1, policyDigest: policyDigest(POLICY_V1), now: Date.now, maxPending: 10_000 });
   inner.serve(actors.handle);
   const directory = new AgentDirectory();
   await inner.subscribe((org, rows) => {
@@ -61,7 +62,7 @@ async function node(dir: string, wrap: (bus: Bus) => Bus = (b) => b): Promise<No
         baseUrl: BASE,
         seedOrgs: ['acme'],
         now: Date.now,
-        log: (_level, msg, fields) => logs.push({ msg, ...(fields === undefined ? {} : { fields }) }),
+        log: captureLogger(logs),
         ...over,
       });
       studios.push(studio);

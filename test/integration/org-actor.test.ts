@@ -7,6 +7,7 @@ import { ChainVerifier } from '../../src/domain/ledger.js';
 import { POLICY_V1, policyDigest } from '../../src/domain/policy.js';
 import { LmdbStore } from '../../src/store/lmdb.js';
 import { removeDir, tempDir } from '../support/server.js';
+import { silentLogger } from '../support/logs.js';
 
 /** A bus whose chosen appends fail before reaching the store, as a failing disk would. */
 function flaky(inner: Bus, failOn: Set<number>): Bus {
@@ -29,8 +30,8 @@ afterEach(async () => {
 async function setup(failOn: number[], maxInflight = 4) {
   const dir = tempDir('vigil-actor-');
   const store = new LmdbStore(dir);
-  const bus = flaky(new MemoryBus(store), new Set(failOn));
-  const actors = new OrgActors(bus, { policy: POLICY_V1, policyDigest: policyDigest(POLICY_V1), now: Date.now, maxPending: 100_000, maxInflight });
+  const bus = flaky(new MemoryBus(store, silentLogger()), new Set(failOn));
+  const actors = new OrgActors(bus, { log: silentLogger(), policy: POLICY_V1, policyDigest: policyDigest(POLICY_V1), now: Date.now, maxPending: 100_000, maxInflight });
   bus.serve(actors.handle);
   cleanups.push(async () => {
     await store.close();

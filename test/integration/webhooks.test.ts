@@ -12,6 +12,7 @@ import { LmdbStore } from '../../src/store/lmdb.js';
 import type { DeliveryRecord, WebhookStore } from '../../src/store/webhook-store.js';
 import { quietFor, startReceiver, waitFor, type Receiver, type Received, type Reply } from '../support/receiver.js';
 import { call, parseLines, removeDir, runCli, spawnServer, startServer, tempDir, type TestServer } from '../support/server.js';
+import { silentLogger } from '../support/logs.js';
 
 /**
  * Receivers here are on loopback; retries 0.2 s apart (one entry, repeated for every retry), so a
@@ -648,9 +649,9 @@ function failingWrites(inner: LmdbStore, fails: (records: readonly DeliveryRecor
  */
 async function deliveryPath(dir: string, fails: (records: readonly DeliveryRecord[]) => boolean) {
   const store = new LmdbStore(dir);
-  const bus = new MemoryBus(store);
+  const bus = new MemoryBus(store, silentLogger());
   const digest = policyDigest(POLICY_V1);
-  const actors = new OrgActors(bus, { policy: POLICY_V1, policyDigest: digest, now: Date.now, maxPending: 1_000 });
+  const actors = new OrgActors(bus, { log: silentLogger(), policy: POLICY_V1, policyDigest: digest, now: Date.now, maxPending: 1_000 });
   bus.serve(actors.handle);
   actors.finishReplay();
   const webhookStore = failingWrites(store, fails);
@@ -668,7 +669,7 @@ async function deliveryPath(dir: string, fails: (records: readonly DeliveryRecor
     policyDigest: digest,
     now: Date.now,
     newId: randomUUID,
-    log: () => {},
+    log: silentLogger(),
     storeRetry: { firstMs: 50, maxMs: 200 },
   });
   await bus.subscribe(deliveryActor.onCommitted, { after: deliveryActor.cursors() });

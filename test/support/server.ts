@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadConfig } from '../../src/config.js';
 import { startRuntime, type Runtime, type RuntimeOptions } from '../../src/runtime.js';
+import { captureLogger, silentLogger } from './logs.js';
 
 export const ROOT = new URL('../..', import.meta.url).pathname;
 export const ADMIN_KEY = 'vgl_test-admin-key-0123456789abcdefghijklmnopqrstuv';
@@ -20,7 +21,6 @@ export interface TestServer {
   close(): Promise<void>;
 }
 
-const quiet = (): void => {};
 
 /** Starts the real service in this process: uWebSockets.js on port 0, LMDB in a temp dir. */
 export async function startServer(
@@ -36,7 +36,7 @@ export async function startServer(
     VIGIL_BOOTSTRAP_KEY: ADMIN_KEY,
     ...env,
   });
-  const log = logs === undefined ? quiet : (_level: string, msg: string, fields?: Record<string, unknown>) => logs.push({ msg, ...(fields === undefined ? {} : { fields }) });
+  const log = logs === undefined ? silentLogger() : captureLogger(logs);
   const runtime = await startRuntime(config, log, options);
   return {
     url: `http://127.0.0.1:${runtime.port}`,
@@ -104,17 +104,31 @@ export async function spawnServer(dataDir: string, env: Record<string, string> =
   const port = await new Promise<number>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`server did not start:\n${out}`)), 30_000);
     const onData = (): void => {
-      const match = /"msg":"listening","port":(\d+)/.exec(out);
-      if (match !== null) {
+      const port = listeningPort(out);
+      if (port !== undefined) {
         clearTimeout(timer);
         child.stdout!.off('data', onData);
-        resolve(Number(match[1]));
+        resolve(port);
       }
     };
     child.stdout!.on('data', onData);
     void exited.then(() => reject(new Error(`server exited early:\n${out}`)));
   });
   return { url: `http://127.0.0.1:${port}`, child, output: () => out, exited };
+}
+
+/** The port of the `listening` log line in a server's output, once it is there. */
+export function listeningPort(out: string): number | undefined {
+  for (const line of out.split('\n')) {
+    if (!line.includes('"msg":"listening"')) continue;
+    try {
+      const port = (JSON.parse(line) as { port?: unknown }).port;
+      if (typeof port === 'number') return port;
+    } catch {
+      // a line still being written
+    }
+  }
+  return undefined;
 }
 
 /**

@@ -6,6 +6,7 @@ import type { OrgReply } from '../../src/bus/messages.js';
 import { POLICY_V1, policyDigest } from '../../src/domain/policy.js';
 import { LmdbStore } from '../../src/store/lmdb.js';
 import { removeDir, tempDir } from './server.js';
+import { silentLogger } from './logs.js';
 
 /** An org writer on a real LMDB store in a temp dir, with org `o` and its agent `a` registered. */
 export interface Writer {
@@ -22,8 +23,8 @@ export interface Writer {
 export async function withWriter(test: (w: Writer) => Promise<void>, options: Partial<OrgActorOptions> = {}): Promise<void> {
   const dir = tempDir('vigil-writer-');
   const store = new LmdbStore(dir);
-  const bus = new MemoryBus(store);
-  const actors = new OrgActors(bus, { policy: POLICY_V1, policyDigest: policyDigest(POLICY_V1), now: Date.now, maxPending: 1000, ...options });
+  const bus = new MemoryBus(store, silentLogger());
+  const actors = new OrgActors(bus, { log: silentLogger(), policy: POLICY_V1, policyDigest: policyDigest(POLICY_V1), now: Date.now, maxPending: 1000, ...options });
   bus.serve(actors.handle);
   const writer: Writer = {
     dir,

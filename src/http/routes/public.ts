@@ -34,7 +34,7 @@ export function publicGate(deps: AppDeps): PublicGate {
         'x-ratelimit-reset': String(decision.resetSeconds),
       };
       if (!decision.allowed) {
-        const refused = errorResponse(new VigilError('rate_limited', 'too many public reads from this address', undefined, { retryAfterSeconds: decision.resetSeconds }));
+        const refused = errorResponse(new VigilError('rate_limited', 'too many public reads from this address', undefined, { retryAfterSeconds: decision.resetSeconds }), deps.log);
         return { headers, refusal: { status: 429, text: refused.body, contentType: 'application/json', headers: { ...headers, ...NO_STORE, ...refused.headers } } };
       }
       if (ctx.headers.authorization !== undefined) {
@@ -42,6 +42,7 @@ export function publicGate(deps: AppDeps): PublicGate {
           new VigilError('bad_request', 'public routes take no key: do not send Authorization to a cacheable public route', [
             { path: 'headers.authorization', message: 'must be absent' },
           ]),
+          deps.log,
         );
         return { headers, refusal: { status: 400, text: refused.body, contentType: 'application/json', headers: { ...headers, ...NO_STORE } } };
       }
@@ -106,7 +107,7 @@ export function publicRoutes(deps: AppDeps, records: PublicRecords, gate: Public
           ...(limit === null ? [{ path: 'limit', message: 'an integer from 1 to 100' }] : []),
           ...(offset === null ? [{ path: 'offset', message: 'an integer of 0 or more' }] : []),
         ];
-        const refused = errorResponse(new VigilError('validation_failed', 'invalid query', details));
+        const refused = errorResponse(new VigilError('validation_failed', 'invalid query', details), deps.log);
         return { status: 400, text: refused.body, contentType: 'application/json', headers: { ...headers, ...NO_STORE } };
       }
       return rendered(ctx, records.listJson(ctx.params.org ?? '', limit, offset), headers);
