@@ -1,4 +1,4 @@
-import type { CommittedHandler } from '../bus/bus.js';
+import type { ProjectionHandler } from '../bus/bus.js';
 import { agentFromRecord, type AgentView } from '../domain/agent-record.js';
 import { rowBody } from '../domain/ledger.js';
 
@@ -31,7 +31,7 @@ export interface DirectorySnapshot {
 export class AgentDirectory {
   private readonly orgs = new Map<string, OrgSummary>();
 
-  readonly onCommitted: CommittedHandler = (org, rows) => {
+  readonly onCommitted: ProjectionHandler = (org, rows) => {
     let entry = this.orgs.get(org);
     if (entry === undefined) {
       entry = { agents: new Map(), head: null, length: 0 };

@@ -1,4 +1,4 @@
-import type { CommittedHandler } from '../bus/bus.js';
+import type { ProjectionHandler } from '../bus/bus.js';
 import { rowBody } from '../domain/ledger.js';
 
 /** A past bundle as GET /exports shows it (spec 2.6), plus the agents filter it had. */
@@ -23,7 +23,7 @@ export interface ExportLogSnapshot {
 export class ExportLog {
   private readonly orgs = new Map<string, ExportLogSnapshot>();
 
-  readonly onCommitted: CommittedHandler = (org, rows) => {
+  readonly onCommitted: ProjectionHandler = (org, rows) => {
     const log = this.logOf(org);
     for (const row of rows) {
       log.length = row.seq;

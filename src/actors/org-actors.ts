@@ -1,4 +1,4 @@
-import type { Bus, CommandHandler, CommittedHandler, RequestOptions } from '../bus/bus.js';
+import type { Bus, CommandHandler, ProjectionHandler, RequestOptions } from '../bus/bus.js';
 import type { OrgCommand, OrgReply } from '../bus/messages.js';
 import { OrgLedgerActor, type OrgActorOptions } from './org-ledger-actor.js';
 import { damagedRefusal, LedgerDamagedError, OrgRecovery, type WriterSnapshot } from './org-recovery.js';
@@ -22,7 +22,7 @@ export class OrgActors {
   ) {}
 
   /** Feeds replayed committed rows (start-up only). */
-  readonly onReplay: CommittedHandler = (org, rows) => {
+  readonly onReplay: ProjectionHandler = (org, rows) => {
     if (this.replaying === null) return;
     let recovery = this.replaying.get(org);
     if (recovery === undefined) {

@@ -1,4 +1,4 @@
-import type { CommittedHandler } from '../bus/bus.js';
+import type { ProjectionHandler } from '../bus/bus.js';
 import { rowBody } from '../domain/ledger.js';
 
 /** Decided items listed per org by GET /reviews?status=decided (the latest ones). */
@@ -48,7 +48,7 @@ export interface ReviewQueueSnapshot {
 export class ReviewQueue {
   private readonly orgs = new Map<string, OrgQueue>();
 
-  readonly onCommitted: CommittedHandler = (org, rows) => {
+  readonly onCommitted: ProjectionHandler = (org, rows) => {
     const queue = this.queueOf(org);
     for (const row of rows) {
       queue.length = row.seq;

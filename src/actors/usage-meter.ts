@@ -1,4 +1,4 @@
-import type { CommittedHandler } from '../bus/bus.js';
+import type { ProjectionHandler } from '../bus/bus.js';
 
 /** One org's usage in one UTC month, from committed records. */
 interface MonthUsage {
@@ -28,7 +28,7 @@ interface OrgMeter {
 export class UsageMeter {
   private readonly orgs = new Map<string, OrgMeter>();
 
-  readonly onCommitted: CommittedHandler = (org, rows) => {
+  readonly onCommitted: ProjectionHandler = (org, rows) => {
     const meter = this.meterOf(org);
     let month = '';
     let usage: MonthUsage | undefined;

@@ -18,6 +18,8 @@ export interface RequestOptions {
  * the writer answers.
  */
 export type CommittedHandler = (org: string, rows: readonly LedgerRow[]) => void | Promise<unknown>;
+/** A subscriber that folds rows into memory and stores nothing: it returns nothing to wait for. */
+export type ProjectionHandler = (org: string, rows: readonly LedgerRow[]) => void;
 
 /**
  * The bus joins the front end, the org writers and the projections.

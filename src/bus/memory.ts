@@ -71,7 +71,7 @@ export class MemoryBus implements Bus {
   subscribe(handler: CommittedHandler, options: SubscribeOptions = {}): Promise<Subscription> {
     // The replay reads LMDB synchronously, so no append can interleave: no gap, no duplicate.
     for (const org of this.log.orgs()) {
-      for (const chunk of chunked(this.log.range(org, (options.after?.get(org) ?? 0) + 1))) deliver(this.logger, handler, org, chunk);
+      for (const chunk of chunked(this.log.range(org, (options.after?.get(org) ?? 0) + 1))) void deliver(this.logger, handler, org, chunk);
     }
     this.subscribers.add(handler);
     return Promise.resolve({ unsubscribe: () => this.subscribers.delete(handler) });

@@ -74,7 +74,7 @@ export function exchange(port: number, pieces: Buffer[], options: { expect: numb
       finish();
     });
     socket.on('error', () => {});
-    socket.on('connect', async () => {
+    socket.on('connect', () => void (async () => {
       quiet();
       for (const piece of pieces) {
         if (socket.destroyed) return;
@@ -82,7 +82,7 @@ export function exchange(port: number, pieces: Buffer[], options: { expect: numb
         await new Promise((r) => setImmediate(r));
       }
       if (options.end === true) socket.end();
-    });
+    })());
   });
 }
 
