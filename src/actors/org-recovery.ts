@@ -1,7 +1,7 @@
 import { bodyIsReadable, GENESIS_HASH, rowBody, type LedgerRow } from '../domain/ledger.js';
-import { applyAgentRecord, applyEventRecord, applyReviewRecord, countExport, emptyOrgState, type AgentEntry, type HeldAction, type OrgState } from '../domain/org-state.js';
+import { applyAgentRecord, applyEventRecord, countExport, emptyOrgState, type AgentEntry, type HeldAction, type OrgState, type Refusal } from '../domain/org-state.js';
+import { applyReviewRecord } from '../domain/org-reviews.js';
 import type { Policy } from '../domain/policy.js';
-import type { Refusal } from '../domain/org-state.js';
 
 /** An org writer's state as plain data, for a checkpoint. */
 export interface WriterSnapshot {

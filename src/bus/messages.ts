@@ -1,5 +1,6 @@
 import type { IngestEventBody, RegisterAgentBody, ReviewDecisionBody, UpdateAgentBody } from '../domain/schemas.js';
-import type { AgentView, ExportRecordBody, ExportResult, IngestResult, Refusal, ReviewResult } from '../domain/org-state.js';
+import type { AgentView, ExportRecordBody, ExportResult, IngestResult, Refusal } from '../domain/org-state.js';
+import type { ReviewResult } from '../domain/org-reviews.js';
 
 export type { AgentView, ExportResult, IngestResult, Refusal, ReviewResult };
 

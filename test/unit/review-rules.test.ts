@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { applyAgentRecord, applyEventRecord, applyReviewRecord, emptyOrgState, planIngest, planReview, type OrgState } from '../../src/domain/org-state.js';
+import { applyAgentRecord, applyEventRecord, emptyOrgState, planIngest, type OrgState } from '../../src/domain/org-state.js';
+import { applyReviewRecord, planReview } from '../../src/domain/org-reviews.js';
 import { POLICY_V1, policyDigest } from '../../src/domain/policy.js';
 import type { IngestEventBody } from '../../src/domain/schemas.js';
 
