@@ -1,7 +1,7 @@
 import type { Bus, CommandHandler, ProjectionHandler, RequestOptions } from '../bus/bus.js';
 import type { OrgCommand, OrgReply } from '../bus/messages.js';
 import { OrgLedgerActor, type OrgActorOptions } from './org-ledger-actor.js';
-import { damagedRefusal, LedgerDamagedError, OrgRecovery, type WriterSnapshot } from './org-recovery.js';
+import { DAMAGED, damagedRefusal, LedgerDamagedError, OrgRecovery, type WriterSnapshot } from './org-recovery.js';
 
 /**
  * Owns the org writers of this node and routes every command to its org's actor. At start-up the
@@ -67,6 +67,7 @@ export class OrgActors {
    * writer must not decide anything from a state it cannot rebuild. Reads are not affected.
    */
   markDamaged(org: string, seq: number): void {
+    this.options.log.error({ org, seq }, DAMAGED);
     this.damaged.set(org, seq);
     this.replaying?.delete(org);
     this.actors.delete(org);
@@ -97,7 +98,6 @@ export class OrgActors {
         this.actors.delete(org);
         if (error instanceof LedgerDamagedError) {
           this.markDamaged(org, error.seq);
-          this.options.log.error({ org, seq: error.seq }, 'ledger damaged: a row cannot be read; writes to this org are refused');
         }
         throw error;
       },

@@ -7,7 +7,7 @@ import { emptyOrgState, NO_LIMITS, planExport, planIngest, planRegister, planUpd
 import { planReview } from '../domain/org-reviews.js';
 import type { Policy } from '../domain/policy.js';
 import { ensureError } from '../errors.js';
-import { damagedRefusal, LedgerDamagedError, OrgRecovery, writerSnapshot, type WriterSnapshot } from './org-recovery.js';
+import { DAMAGED, damagedRefusal, LedgerDamagedError, OrgRecovery, writerSnapshot, type WriterSnapshot } from './org-recovery.js';
 import type { Logger } from '../log.js';
 
 interface Pending {
@@ -220,7 +220,7 @@ export class OrgLedgerActor {
       if (error instanceof LedgerDamagedError) {
         // Nothing will heal it: refuse every write from now on, and stop trying.
         this.damaged = damagedRefusal(this.org, error.seq);
-        this.options.log.error({ org: this.org, seq: error.seq }, 'ledger damaged: a row cannot be read; writes to this org are refused');
+        this.options.log.error({ org: this.org, seq: error.seq }, DAMAGED);
         for (const pending of waiting) pending.resolve(this.damaged);
         return;
       }

@@ -130,6 +130,9 @@ export class LedgerDamagedError extends Error {
   }
 }
 
+/** The log message, once per org, of a ledger found to have an unreadable row. */
+export const DAMAGED = 'ledger damaged: a row cannot be read; writes to this org are refused, reads serve what precedes it';
+
 /** The answer to every write to an org whose ledger has an unreadable row. */
 export function damagedRefusal(org: string, seq: number): Refusal {
   return {

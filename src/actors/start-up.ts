@@ -89,10 +89,7 @@ export async function startConsumers(s: StartUp): Promise<{ ms: number; checkpoi
     { after: replayAfter(s.store.orgs(), consumers.map(([, seqs]) => seqs)) },
   );
   replaying = false;
-  for (const [org, seq] of damaged) {
-    s.actors.markDamaged(org, seq);
-    s.log.error({ org, seq }, 'ledger damaged: a row cannot be read; writes to this org are refused, reads serve what precedes it');
-  }
+  for (const [org, seq] of damaged) s.actors.markDamaged(org, seq);
   s.actors.finishReplay();
   s.deliveries.start();
   return { ms: Math.round(performance.now() - started), checkpoints, partitioned: rebuilt.size };
