@@ -1,6 +1,6 @@
 import { execFileSync, spawn } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
-import { ADMIN_KEY, listeningPort, ORG, removeDir, ROOT, runCli, STACK_LINE, tempDir } from '../support/server.js';
+import { listeningPort, removeDir, ROOT, runCli, serverEnv, STACK_LINE, tempDir } from '../support/server.js';
 
 /** Runs `run` over `items`, three at a time (each is a Node process; the machine is shared). */
 async function inTurns<T, R>(items: readonly T[], run: (item: T) => Promise<R>): Promise<R[]> {
@@ -111,14 +111,7 @@ describe('npm start', () => {
     const dir = tempDir();
     const npm = spawn('npm', ['start'], {
       cwd: ROOT,
-      env: {
-        PATH: process.env.PATH ?? '',
-        HOME: process.env.HOME ?? '',
-        VIGIL_PORT: '0',
-        VIGIL_DATA_DIR: dir,
-        VIGIL_BOOTSTRAP_ORG: ORG,
-        VIGIL_BOOTSTRAP_KEY: ADMIN_KEY,
-      },
+      env: serverEnv(dir),
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let out = '';

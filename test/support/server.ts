@@ -82,19 +82,24 @@ export interface ServerProcess {
   exited: Promise<number | null>;
 }
 
+/** The environment of a served test instance: a free port, `dataDir`, the bootstrap admin key. */
+export function serverEnv(dataDir: string, env: Record<string, string> = {}): Record<string, string> {
+  return {
+    PATH: process.env.PATH ?? '',
+    HOME: process.env.HOME ?? '',
+    VIGIL_PORT: '0',
+    VIGIL_DATA_DIR: dataDir,
+    VIGIL_BOOTSTRAP_ORG: ORG,
+    VIGIL_BOOTSTRAP_KEY: ADMIN_KEY,
+    ...env,
+  };
+}
+
 /** Starts `vigil serve` as a separate process (for kill -9 tests) and waits until it listens. */
 export async function spawnServer(dataDir: string, env: Record<string, string> = {}): Promise<ServerProcess> {
   const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts', 'serve'], {
     cwd: ROOT,
-    env: {
-      PATH: process.env.PATH ?? '',
-      HOME: process.env.HOME ?? '',
-      VIGIL_PORT: '0',
-      VIGIL_DATA_DIR: dataDir,
-      VIGIL_BOOTSTRAP_ORG: ORG,
-      VIGIL_BOOTSTRAP_KEY: ADMIN_KEY,
-      ...env,
-    },
+    env: serverEnv(dataDir, env),
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
