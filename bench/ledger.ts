@@ -10,9 +10,9 @@ import { join } from 'node:path';
 import { GENESIS_HASH, makeRow, type LedgerRow } from '../src/domain/ledger.js';
 import { closeVerifyWorkers, verifyChain } from '../src/store/verify-chain.js';
 import { POLICY_V1, policyDigest } from '../src/domain/policy.js';
-import { LmdbStore } from '../src/store/lmdb.js';
-import { Registry } from '../src/registry.js';
-import { rssMb, startProcess } from './peers.js';
+import { openLmdb } from '../src/store/lmdb.js';
+import { Registry } from '../src/services/registry.js';
+import { rssMb, startProcess, VIGIL_READY } from './peers.js';
 
 const ORG = 'bench';
 export const LEDGER_KEY = 'vgl_bench-ledger-key-0123456789abcdefghijklmnop';
@@ -38,7 +38,7 @@ export interface LedgerFigures {
 /** Starts Vigil on `dir`, times it until it listens and until a first event is answered, stops it. */
 async function startVigil(dir: string): Promise<{ listenMs: number; readyMs: number; rssMb: number }> {
   const t0 = performance.now();
-  const vigil = await startProcess('vigil', ['--import', 'tsx', 'src/main.ts', 'serve'], { VIGIL_PORT: '0', VIGIL_DATA_DIR: dir, VIGIL_DURABILITY: 'process' }, /"msg":"listening","port":(\d+)/);
+  const vigil = await startProcess('vigil', ['--import', 'tsx', 'src/main.ts', 'serve'], { VIGIL_PORT: '0', VIGIL_DATA_DIR: dir, VIGIL_DURABILITY: 'process' }, VIGIL_READY);
   const listenMs = Math.round(performance.now() - t0);
   try {
     const res = await fetch(`http://127.0.0.1:${vigil.port}/events/`, {
@@ -54,8 +54,9 @@ async function startVigil(dir: string): Promise<{ listenMs: number; readyMs: num
 }
 
 export async function fill(dir: string, records: number, agents: number): Promise<void> {
-  const store = new LmdbStore(dir, 'process');
-  const registry = new Registry(store);
+  const lmdb = openLmdb(dir, 'process');
+  const store = lmdb.ledger;
+  const registry = new Registry(lmdb.registry);
   await registry.ensureKey(ORG, LEDGER_KEY, 'bench');
   // A million events in one month is past the free plan's quota: this org is on the scale plan.
   await registry.setPlan(ORG, 'scale');
@@ -67,8 +68,7 @@ export async function fill(dir: string, records: number, agents: number): Promis
   const recordedAt = new Date().toISOString();
   const flush = async (): Promise<void> => {
     if (batch.length === 0) return;
-    const outcome = await store.append(ORG, batch, batch[0]!.seq - 1);
-    if (!outcome.ok) throw new Error('bench fill: append refused');
+    if (!(await store.commit(ORG, batch, batch[0]!.seq - 1))) throw new Error('bench fill: append refused');
     batch = [];
   };
   for (let i = 0; i < records; i++) {
@@ -100,7 +100,7 @@ export async function fill(dir: string, records: number, agents: number): Promis
     if (batch.length === 2000) await flush();
   }
   await flush();
-  await store.close();
+  await lmdb.close();
   // The filler does not fsync (durability `process`); without this, the first start measured next
   // would pay for flushing its ~650 MB of dirty pages, which no real start has to do.
   const file = openSync(join(dir, 'data.mdb'), 'r+');
@@ -120,7 +120,8 @@ export async function runLedger(records: number, agents: number): Promise<Ledger
 
     // Verification as the verify route runs it (worker threads on a large ledger): the first call
     // starts the workers, later ones (as in a running server) reuse them.
-    const store = new LmdbStore(dir, 'process');
+    const lmdb = openLmdb(dir, 'process');
+    const store = lmdb.ledger;
     const rates: number[] = [];
     for (let i = 0; i < 2; i++) {
       const t1 = performance.now();
@@ -128,7 +129,7 @@ export async function runLedger(records: number, agents: number): Promise<Ledger
       rates.push(Math.round(records / ((performance.now() - t1) / 1000)));
       if (!report.ok || report.length !== records) throw new Error(`bench ledger does not verify: ${JSON.stringify(report)}`);
     }
-    await store.close();
+    await lmdb.close();
     // The workers hold the environment open (and its mappings): none of that is the server's.
     await closeVerifyWorkers();
 

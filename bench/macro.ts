@@ -6,10 +6,10 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Registry } from '../src/registry.js';
-import { LmdbStore } from '../src/store/lmdb.js';
+import { Registry } from '../src/services/registry.js';
+import { openLmdb } from '../src/store/lmdb.js';
 import { runLoad, type LoadResult } from './load.js';
-import { startPeer, startProcess, type StartedProcess } from './peers.js';
+import { startPeer, startProcess, VIGIL_READY, type StartedProcess } from './peers.js';
 import type { MacroRow } from './report.js';
 
 const KEY = 'vgl_bench-macro-key-0123456789abcdefghijklmnopqr';
@@ -32,9 +32,9 @@ interface Scenario {
 async function startVigil(durability: 'sync' | 'process'): Promise<{ proc: StartedProcess; url: string; dir: string }> {
   const dir = mkdtempSync(join(tmpdir(), `vigil-bench-${durability}-`));
   // The load is far past the free plan's monthly quota: the bench org is on the scale plan.
-  const store = new LmdbStore(dir, 'process');
+  const store = openLmdb(dir, 'process');
   try {
-    const registry = new Registry(store);
+    const registry = new Registry(store.registry);
     await registry.ensureKey('bench', KEY, 'bench');
     await registry.setPlan('bench', 'scale');
   } finally {
@@ -51,7 +51,7 @@ async function startVigil(durability: 'sync' | 'process'): Promise<{ proc: Start
       VIGIL_BOOTSTRAP_ORG: 'bench',
       VIGIL_BOOTSTRAP_KEY: KEY,
     },
-    /"msg":"listening","port":(\d+)/,
+    VIGIL_READY,
   );
   const url = `http://127.0.0.1:${proc.port}`;
   const headers = { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' };

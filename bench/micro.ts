@@ -13,7 +13,7 @@ import { canonicalEntry, chainStep, GENESIS_HASH, makeRow, sha256, type LedgerRo
 import { nativeSha256Chain } from '../src/store/batch-hash.js';
 import { POLICY_V1 } from '../src/domain/policy.js';
 import { FRESH_STATE, score, type ScoredEvent, type ScoringState } from '../src/domain/scoring.js';
-import { LmdbStore } from '../src/store/lmdb.js';
+import { openLmdb } from '../src/store/lmdb.js';
 
 export interface MicroTarget {
   name: string;
@@ -95,7 +95,8 @@ export function scoringTarget(): MicroTarget {
 
 export function lmdbTarget(batches: number, batchSize = 64): MicroTarget {
   const dir = mkdtempSync(join(tmpdir(), 'vigil-bench-lmdb-'));
-  const store = new LmdbStore(dir, 'sync');
+  const lmdb = openLmdb(dir, 'sync');
+  const store = lmdb.ledger;
   const all: LedgerRow[][] = [];
   let prev = GENESIS_HASH;
   let seq = 0;
@@ -114,24 +115,24 @@ export function lmdbTarget(batches: number, batchSize = 64): MicroTarget {
     iterations: batches,
     run: async () => {
       const batch = all[next]!;
-      const outcome = await store.append('bench', batch, batch[0]!.seq - 1);
+      const committed = await store.commit('bench', batch, batch[0]!.seq - 1);
       next++;
-      return outcome;
+      return { ok: committed };
     },
     check: async () => {
       const probeDir = mkdtempSync(join(tmpdir(), 'vigil-bench-check-'));
       try {
-        const probe = new LmdbStore(probeDir, 'sync');
-        const outcome = await probe.append('bench', all[0]!, 0);
-        const back = [...probe.range('bench', 1)];
+        const probe = openLmdb(probeDir, 'sync');
+        const committed = await probe.ledger.commit('bench', all[0]!, 0);
+        const back = [...probe.ledger.range('bench', 1)];
         await probe.close();
-        return outcome.ok && back.length === batchSize && back.every((r, i) => r.chainHash.equals(all[0]![i]!.chainHash));
+        return committed && back.length === batchSize && back.every((r, i) => r.chainHash.equals(all[0]![i]!.chainHash));
       } finally {
         rmSync(probeDir, { recursive: true, force: true });
       }
     },
     teardown: async () => {
-      await store.close();
+      await lmdb.close();
       rmSync(dir, { recursive: true, force: true });
     },
   };
@@ -142,7 +143,7 @@ const ROW_VALUE = ['event', RECORDED_AT, 'agent-1', canonicalize(EVENT_BODY), sh
 export function msgpackTarget(): MicroTarget {
   return {
     name: 'msgpack encode + decode (ledger row)',
-    run: () => unpack(pack(ROW_VALUE)),
+    run: () => unpack(pack(ROW_VALUE)) as unknown,
     check: () => {
       const back = unpack(pack(ROW_VALUE)) as unknown[];
       return back.length === 7 && back[3] === ROW_VALUE[3] && Buffer.from(back[4] as Uint8Array).equals(ROW_VALUE[4] as Buffer);
@@ -155,7 +156,7 @@ const JSON_VALUE = { kind: 'event', recorded_at: RECORDED_AT, agent_id: 'agent-1
 export function jsonTarget(): MicroTarget {
   return {
     name: 'JSON stringify + parse (same row, hex hashes)',
-    run: () => JSON.parse(JSON.stringify(JSON_VALUE)),
+    run: () => JSON.parse(JSON.stringify(JSON_VALUE)) as unknown,
     check: () => JSON.stringify(JSON.parse(JSON.stringify(JSON_VALUE))) === JSON.stringify(JSON_VALUE),
   };
 }

@@ -111,6 +111,13 @@ export function startProcess(
   });
 }
 
+/**
+ * The `listening` line of `vigil serve` (pino puts `msg` last), with the bound port. Every server a
+ * test spawns is checked against it (test/support/server.ts), so a change of log format cannot
+ * silently break the bench again.
+ */
+export const VIGIL_READY = /"port":(\d+)[^\n]*"msg":"listening"/;
+
 /** Starts bench/peers/<kind>.ts on a free port. */
 export async function startPeer(kind: 'fastify' | 'uws'): Promise<Peer> {
   const started = await startProcess(
@@ -119,7 +126,7 @@ export async function startPeer(kind: 'fastify' | 'uws'): Promise<Peer> {
     { PORT: '0' },
     /\{"listening":(\d+)\}/,
   );
-  return { name: kind, url: `http://127.0.0.1:${started.port}`, pid: started.pid, stop: started.stop };
+  return { name: kind, url: `http://127.0.0.1:${started.port}`, pid: started.pid, stop: () => started.stop() };
 }
 
 /** Resident set size of a process in MB (1 decimal), from /proc/<pid>/status; NaN when unavailable. */

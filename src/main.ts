@@ -6,10 +6,10 @@ import { verifyLedgerFile } from './cli/verify-file.js';
 import { ConfigError, loadConfig } from './config.js';
 import { Scope, orgSlug } from './domain/schemas.js';
 import { ensureError, StartError, VigilError } from './errors.js';
-import { Registry } from './registry.js';
+import { Registry } from './services/registry.js';
 import { createLogger } from './log.js';
 import { startRuntime } from './runtime.js';
-import { LmdbStore } from './store/lmdb.js';
+import { openLmdb } from './store/lmdb.js';
 
 const USAGE = `usage: vigil <command>
   serve                                              run the service (embedded mode)
@@ -77,12 +77,13 @@ async function orgs(args: string[]): Promise<number> {
   const email = values['billing-email'];
   if (email !== undefined && !z.email().safeParse(email).success) throw new VigilError('validation_failed', `--billing-email: not an e-mail address`);
   const config = loadConfig();
-  const store = new LmdbStore(config.dataDir, config.durability);
+  // Every table, as the server opens them: see README "Guarantees", a full disk.
+  const stores = openLmdb(config.dataDir, config.durability);
   try {
-    const org = await new Registry(store).setPlan(values.org, values.plan, email);
+    const org = await new Registry(stores.registry).setPlan(values.org, values.plan, email);
     console.log(JSON.stringify({ org: org.slug, plan: org.plan, billing_email: org.billing_email ?? null }));
   } finally {
-    await store.close();
+    await stores.close();
   }
   return 0;
 }
@@ -98,15 +99,15 @@ async function keys(args: string[]): Promise<number> {
   const bad = scopes.filter((s) => !(Scope as readonly string[]).includes(s));
   if (bad.length > 0 || scopes.length === 0) throw new VigilError('validation_failed', `--scopes: unknown scope ${bad.join(', ')}; use ${Scope.join(', ')}`);
   const config = loadConfig();
-  const store = new LmdbStore(config.dataDir, config.durability);
+  const stores = openLmdb(config.dataDir, config.durability);
   try {
-    const registry = new Registry(store);
+    const registry = new Registry(stores.registry);
     await registry.ensureOrg(slug.data);
     const created = await registry.createKey(slug.data, scopes as Scope[], values.name ?? null);
     console.log(JSON.stringify({ id: created.id, org: created.org, scopes: created.scopes, name: created.name }));
     console.log(created.key);
   } finally {
-    await store.close();
+    await stores.close();
   }
   return 0;
 }

@@ -4,19 +4,17 @@ import { saveCheckpoints } from './actors/checkpoints.js';
 import { DeliveryActor } from './actors/delivery-actor.js';
 import { ExportLog } from './actors/export-log.js';
 import { OrgActors } from './actors/org-actors.js';
-import type { ReplayOptions } from './actors/partitioned-replay.js';
 import { PublicRecords } from './actors/public-records.js';
 import { startConsumers } from './actors/start-up.js';
 import { ReviewQueue } from './actors/review-queue.js';
 import { UsageMeter } from './actors/usage-meter.js';
-import { WebhookRegistry } from './actors/webhook-registry.js';
-import type { Bus } from './bus/bus.js';
+import { WebhookRegistry } from './services/webhook-registry.js';
 import { blockingLimit, writerLimits } from './domain/billing.js';
-import { MemoryBus } from './bus/memory.js';
+import { LocalCommandRouter } from './bus/local-router.js';
 import { withBoundPort, type Config } from './config.js';
 import { ensureError, StartError } from './errors.js';
 import { OpenAiCompatibleModel } from './demo/openai-model.js';
-import { Studio } from './demo/studio.js';
+import { Studio } from './services/studio.js';
 import { LmdbStudioAgentStore } from './demo/studio-store.js';
 import { TemplateModel } from './demo/template-model.js';
 import { POLICY_V1, policyDigest } from './domain/policy.js';
@@ -25,10 +23,12 @@ import type { Route } from './http/router.js';
 import { startHttpServer } from './http/server.js';
 import { checkReceiverUrl, type Lookup } from './net/receiver-address.js';
 import { createLogger, type Logger } from './log.js';
-import { Registry } from './registry.js';
+import { Registry } from './services/registry.js';
 import { nativeSha256Chain } from './store/batch-hash.js';
-import { LmdbStore } from './store/lmdb.js';
-import { LmdbScoringKeyStore } from './store/scoring-keys.js';
+import { openLmdb, type LmdbStores } from './store/lmdb.js';
+import { LmdbLedgerLog } from './store/lmdb-ledger-log.js';
+import { PartitionedReplay, type ReplayOptions } from './store/partitioned-replay.js';
+import { LmdbScoringKeyStore } from './record-scoring/lmdb-key-store.js';
 import { lockDataDir, type DataDirLock } from './store/data-dir-lock.js';
 import { closeVerifyWorkers, verifyChain } from './store/verify-chain.js';
 
@@ -89,15 +89,16 @@ export async function startRuntime(config: Config, log: Logger = createLogger(co
 /** `opened` collects what a failed start must close, in the order opened. */
 async function start(config: Config, log: Logger, options: RuntimeOptions, lock: DataDirLock, opened: (() => unknown)[]): Promise<Runtime> {
   const now = (): number => Date.now();
-  const store = new LmdbStore(config.dataDir, config.durability);
+  const store = openLmdb(config.dataDir, config.durability);
   opened.push(() => store.close());
-  const registry = new Registry(store);
+  const registry = new Registry(store.registry);
   const firstKey = await bootstrap(config, store, registry);
   if (firstKey !== null) options.showFirstKey?.(firstKey);
 
-  const bus: Bus = new MemoryBus(store, log);
+  const ledger = new LmdbLedgerLog(store.ledger, log);
+  const commands = new LocalCommandRouter();
   const digest = policyDigest(POLICY_V1);
-  const actors = new OrgActors(bus, {
+  const actors = new OrgActors(ledger, {
     log,
     policy: POLICY_V1,
     policyDigest: digest,
@@ -105,26 +106,28 @@ async function start(config: Config, log: Logger, options: RuntimeOptions, lock:
     maxPending: config.maxPendingPerOrg,
     sha256Chain: nativeSha256Chain,
     limits: (org, nowMs) => writerLimits(registry.planOf(org), nowMs),
+    // Deliveries are stored before the command that caused them is answered.
+    afterAppend: (org, rows) => deliveries.onCommitted(org, rows),
   });
-  bus.serve(actors.handle);
-  opened.push(() => bus.close());
+  commands.serve(actors.handle, { owns: () => true });
+  opened.push(() => commands.close(), () => ledger.close());
   const directory = new AgentDirectory();
   const reviews = new ReviewQueue();
   const meter = new UsageMeter();
   const exportLog = new ExportLog();
   const projections = { directory, reviews, meter, exports: exportLog };
   const lookup = options.lookup;
-  const webhooks = new WebhookRegistry(store, {
+  const webhooks = new WebhookRegistry(store.webhooks, {
     checkUrl: (url) => checkReceiverUrl(url, { allowPrivate: config.webhookAllowPrivate, ...(lookup === undefined ? {} : { lookup }) }),
     // The committed tail, not a projection's length (which may trail rows still being delivered).
-    ledgerLength: (org) => store.last(org)?.seq ?? 0,
+    ledgerLength: (org) => store.ledger.last(org)?.seq ?? 0,
     maxActive: (org) => {
       const plan = registry.planOf(org);
       return { plan: plan.name, limit: blockingLimit(plan, 'webhooks') };
     },
     now,
   });
-  const deliveries = new DeliveryActor(store, webhooks, {
+  const deliveries = new DeliveryActor(store.webhooks, webhooks, {
     schedule: config.webhookRetrySchedule,
     allowPrivate: config.webhookAllowPrivate,
     timeoutMs: options.webhookTimeoutMs ?? 10_000,
@@ -137,16 +140,16 @@ async function start(config: Config, log: Logger, options: RuntimeOptions, lock:
   });
   opened.push(() => deliveries.close());
   const rebuilt = await startConsumers({
-    store,
-    bus,
+    reader: store.ledger,
+    ledger,
+    snapshots: store.snapshots,
     actors,
     projections,
     deliveries,
     policy: POLICY_V1,
     policyDigest: digest,
     log,
-    partitionedReplayFrom: options.partitionedReplayFrom,
-    replay: options.replay,
+    bulkReplay: new PartitionedReplay(store.env, store.ledger, { ...options.replay, from: options.partitionedReplayFrom }),
   });
   log.info(rebuilt, 'state rebuilt from the ledger');
   // Checkpoints now and then bound the replay after a crash; a clean stop saves them too.
@@ -155,7 +158,7 @@ async function start(config: Config, log: Logger, options: RuntimeOptions, lock:
   const checkpoint = (drain: boolean): Promise<unknown> =>
     (saving = saving
       .then(async () => {
-        saved = await saveCheckpoints(store, projections, actors, digest, () => new Date(), saved, drain);
+        saved = await saveCheckpoints(store.snapshots, projections, actors, digest, () => new Date(), saved, drain);
         await deliveries.saveCursors();
       })
       .catch((error: unknown) => log.error({ error: String(error) }, 'checkpoint failed')));
@@ -179,12 +182,12 @@ async function start(config: Config, log: Logger, options: RuntimeOptions, lock:
     const served = withBoundPort(config, port);
     studio = served.demo
       ? await Studio.start({
-          bus,
+          commands,
           directory,
-          store: new LmdbStudioAgentStore(store),
+          store: new LmdbStudioAgentStore(store.env),
           model: served.llm === null ? new TemplateModel() : new OpenAiCompatibleModel(served.llm),
           baseUrl: served.baseUrl,
-          seedOrgs: store.listOrgs().map((org) => org.slug),
+          seedOrgs: store.registry.listOrgs().map((org) => org.slug),
           now,
           log,
         })
@@ -193,21 +196,21 @@ async function start(config: Config, log: Logger, options: RuntimeOptions, lock:
       config: served,
       log,
       mode: 'embedded',
-      bus,
+      commands,
       registry,
-      ledger: store,
+      ledger: store.ledger,
       directory,
       publicRecords: new PublicRecords(directory, served.appUrl, digest),
       reviews,
       webhooks,
-      webhookStore: store,
+      webhookStore: store.webhooks,
       deliveries,
       meter,
       exportLog,
       studio,
-      scoringKeys: new LmdbScoringKeyStore(store),
+      scoringKeys: new LmdbScoringKeyStore(store.env),
       now,
-      verifyChain: (org, length, agentId, watchHead) => verifyChain(store, org, length, agentId, watchHead),
+      verifyChain: (org, length, agentId, watchHead) => verifyChain(store.ledger, org, length, agentId, watchHead),
     };
   }).catch((error: unknown) => {
     // The deps are only made once the port is bound: a failure before that is the listen itself.
@@ -230,7 +233,8 @@ async function start(config: Config, log: Logger, options: RuntimeOptions, lock:
         await deliveries.close();
         log.info({ consumers: saved.size }, 'checkpoints saved');
         await closeVerifyWorkers();
-        await bus.close();
+        await commands.close();
+        await ledger.close();
         await store.close();
       } finally {
         lock.release();
@@ -240,12 +244,12 @@ async function start(config: Config, log: Logger, options: RuntimeOptions, lock:
 }
 
 /** The admin key created on a first start with an empty data dir, or null. Never logged: secrets stay out of logs. */
-async function bootstrap(config: Config, store: LmdbStore, registry: Registry): Promise<string | null> {
+async function bootstrap(config: Config, store: LmdbStores, registry: Registry): Promise<string | null> {
   if (config.bootstrap !== undefined) {
     await registry.ensureKey(config.bootstrap.org, config.bootstrap.key, 'bootstrap');
     return null;
   }
-  if (!store.isEmpty()) return null;
+  if (!store.registry.isEmpty()) return null;
   await registry.ensureOrg('default');
   const created = await registry.createKey('default', Scope, 'first-start admin');
   return created.key;

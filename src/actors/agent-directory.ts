@@ -1,6 +1,6 @@
-import type { ProjectionHandler } from '../bus/bus.js';
+import type { ProjectionHandler } from './projection.js';
 import { agentFromRecord, type AgentView } from '../domain/agent-record.js';
-import { rowBody } from '../domain/ledger.js';
+import { parseRecord } from '../domain/records.js';
 
 /** What is known of an agent from committed ledger records. */
 export interface AgentSummary extends AgentView {
@@ -39,27 +39,29 @@ export class AgentDirectory {
     }
     for (const row of rows) {
       entry.length = row.seq;
-      if (row.agentId === null) continue;
-      let agent = entry.agents.get(row.agentId);
-      if (row.kind === 'agent') {
-        const view = agentFromRecord(agent, rowBody(row), row.recordedAt);
+      const record = parseRecord(row);
+      if (record === null || record.agentId === null) continue;
+      let agent = entry.agents.get(record.agentId);
+      if (record.kind === 'agent') {
+        const view = agentFromRecord(agent, record.body, record.recordedAt);
         if (view === undefined) continue;
         agent = agent === undefined ? summaryOf(view) : Object.assign(agent, view);
-        entry.agents.set(row.agentId, agent);
+        entry.agents.set(record.agentId, agent);
       }
       if (agent === undefined) continue;
       agent.ledger_records++;
-      if (row.kind === 'event') {
-        const body = rowBody(row);
-        if (typeof body.gate_status === 'string') agent.gate = body.gate_status;
-        if (typeof body.bii === 'number') agent.bii = body.bii;
-        if (typeof body.policy_digest === 'string') agent.policy_digest = body.policy_digest;
-        agent.last_event_at = row.recordedAt;
-      } else if (row.kind === 'review') {
-        // A release can lift a collapse: the record carries the agent's gate and BII after it.
-        const body = rowBody(row);
-        if (typeof body.gate_status === 'string') agent.gate = body.gate_status;
-        if (typeof body.bii === 'number') agent.bii = body.bii;
+      if (record.kind === 'event') {
+        const { gate_status, bii, policy_digest } = record.body;
+        agent.gate = gate_status;
+        agent.bii = bii;
+        if (policy_digest !== undefined) agent.policy_digest = policy_digest;
+        agent.last_event_at = record.recordedAt;
+      } else if (record.kind === 'review') {
+        // A release can lift a collapse: the record carries the agent's gate and BII after it
+        // (bodies of the first version carry neither).
+        const { gate_status, bii } = record.body;
+        if (typeof gate_status === 'string') agent.gate = gate_status;
+        if (typeof bii === 'number') agent.bii = bii;
       }
     }
     const last = rows[rows.length - 1];

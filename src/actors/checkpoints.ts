@@ -1,11 +1,11 @@
 import type { LedgerRow } from '../domain/ledger.js';
-import type { LedgerStore } from '../store/ledger-store.js';
+import type { LedgerReader } from '../store/ledger-reader.js';
 import type { SnapshotStore } from '../store/snapshot-store.js';
 import type { OrgActors } from './org-actors.js';
 import type { WriterSnapshot } from './org-recovery.js';
 
 /** Bumped whenever a consumer's state changes shape: older checkpoints are then ignored. */
-const VERSION = 5;
+const VERSION = 6;
 const WRITER = 'writer';
 
 /** A projection whose per-org state can be saved and restored (the directory, the review queue). */
@@ -31,7 +31,8 @@ export interface Restored {
  * faster but never wrong.
  */
 export function restoreCheckpoints(
-  store: SnapshotStore & Pick<LedgerStore, 'get' | 'orgs'>,
+  store: SnapshotStore,
+  ledger: Pick<LedgerReader, 'get' | 'orgs'>,
   projections: Readonly<Record<string, Checkpointed>>,
   actors: OrgActors,
   policy: string,
@@ -40,11 +41,11 @@ export function restoreCheckpoints(
   const valid = (name: string, org: string) => {
     const snapshot = store.getSnapshot(name, org);
     if (snapshot === undefined || snapshot.version !== VERSION || snapshot.policy !== policy) return undefined;
-    const row = store.get(org, snapshot.seq);
+    const row = ledger.get(org, snapshot.seq);
     return row !== undefined && row.chainHash.equals(Buffer.from(snapshot.chain)) ? snapshot : undefined;
   };
   for (const name of Object.keys(projections)) restored.projections.set(name, new Map());
-  for (const org of store.orgs()) {
+  for (const org of ledger.orgs()) {
     const writer = valid(WRITER, org);
     if (writer !== undefined) {
       actors.restore(org, writer.state as WriterSnapshot);
@@ -92,21 +93,23 @@ export async function saveCheckpoints(
   drain = false,
 ): Promise<Map<string, number>> {
   const saved = new Map(since);
-  const put = async (name: string, org: string, seq: number, chain: Buffer, state: unknown): Promise<void> => {
-    await store.putSnapshot(name, org, { version: VERSION, policy, seq, chain, takenAt: now().toISOString(), state });
+  // Issued together, the puts share the store's write batches: one flush, not one per consumer.
+  const puts: Promise<void>[] = [];
+  const put = (name: string, org: string, seq: number, chain: Buffer, state: unknown): void => {
+    puts.push(store.putSnapshot(name, org, { version: VERSION, policy, seq, chain, takenAt: now().toISOString(), state }));
+    saved.set(`${name}:${org}`, seq);
   };
   for (const [org, writer] of await actors.snapshots(drain)) {
     if (writer.lastSeq === 0 || since.get(`${WRITER}:${org}`) === writer.lastSeq) continue;
-    await put(WRITER, org, writer.lastSeq, writer.head, writer);
-    saved.set(`${WRITER}:${org}`, writer.lastSeq);
+    put(WRITER, org, writer.lastSeq, writer.head, writer);
   }
   for (const [name, projection] of Object.entries(projections)) {
     for (const org of projection.orgNames()) {
       const state = projection.snapshot(org);
       if (state === undefined || state.head === null || since.get(`${name}:${org}`) === state.length) continue;
-      await put(name, org, state.length, Buffer.from(state.head, 'hex'), state);
-      saved.set(`${name}:${org}`, state.length);
+      put(name, org, state.length, Buffer.from(state.head, 'hex'), state);
     }
   }
+  await Promise.all(puts);
   return saved;
 }

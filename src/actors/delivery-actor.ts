@@ -1,5 +1,5 @@
-import type { CommittedHandler } from '../bus/bus.js';
 import type { LedgerRow } from '../domain/ledger.js';
+import { parseRecord } from '../domain/records.js';
 import { formatBody, retryDelay, signatureHeader, webhookDataOf, webhookEventOf, type Envelope, type WebhookEvent } from '../domain/webhook.js';
 import type { Lookup } from '../net/receiver-address.js';
 import { postWebhook, type PostOptions, type PostResult } from '../net/webhook-sender.js';
@@ -7,7 +7,7 @@ import type { DeliveryRecord, WebhookRecord, WebhookStore } from '../store/webho
 import { VERSION } from '../version.js';
 import { DeliveryWriter } from './delivery-writer.js';
 import { DueQueue } from './due-queue.js';
-import type { WebhookRegistry } from './webhook-registry.js';
+import type { WebhookRegistry } from '../services/webhook-registry.js';
 import type { Logger } from '../log.js';
 
 export interface DeliveryOptions {
@@ -111,7 +111,7 @@ export class DeliveryActor {
   }
 
   /** Makes the deliveries of committed rows; the promise settles once their write is done (stored, or held for a rewrite). */
-  readonly onCommitted: CommittedHandler = (org, rows) => {
+  readonly onCommitted = (org: string, rows: readonly LedgerRow[]): Promise<unknown> | undefined => {
     const last = rows[rows.length - 1];
     if (last === undefined) return undefined;
     if (!this.webhooks.hasActive(org)) {
@@ -120,11 +120,12 @@ export class DeliveryActor {
     }
     const made: DeliveryRecord[] = [];
     for (const row of rows) {
-      const event = webhookEventOf(row);
-      if (event === null) continue;
+      const record = parseRecord(row);
+      const event = record === null ? null : webhookEventOf(record);
+      if (record === null || event === null) continue;
       const subscribers = this.webhooks.subscribers(org, event, row.seq);
       if (subscribers.length === 0) continue;
-      const data = webhookDataOf(row, event, this.options.policyDigest);
+      const data = webhookDataOf(record, row.seq, this.options.policyDigest);
       for (const webhook of subscribers) made.push(this.delivery(webhook, event, row, data));
     }
     this.writer.made(org, last.seq, made);

@@ -1,5 +1,5 @@
-import type { ProjectionHandler } from '../bus/bus.js';
-import { rowBody } from '../domain/ledger.js';
+import type { ProjectionHandler } from './projection.js';
+import { parseRecord } from '../domain/records.js';
 
 /** A past bundle as GET /exports shows it (spec 2.6), plus the agents filter it had. */
 export interface ExportEntry {
@@ -27,17 +27,18 @@ export class ExportLog {
     const log = this.logOf(org);
     for (const row of rows) {
       log.length = row.seq;
-      if (row.kind !== 'export') continue;
-      const body = rowBody(row);
+      const record = parseRecord(row);
+      if (record?.kind !== 'export') continue;
+      const body = record.body;
       log.exports.push({
         seq: row.seq,
-        recorded_at: row.recordedAt,
-        manifest_sha256: String(body.manifest_sha256),
-        since_seq: Number(body.since_seq),
-        until_seq: Number(body.until_seq),
-        files: Array.isArray(body.files) ? body.files.map(String) : [],
+        recorded_at: record.recordedAt,
+        manifest_sha256: body.manifest_sha256,
+        since_seq: body.since_seq,
+        until_seq: body.until_seq,
+        files: [...body.files],
         chain_hash: row.chainHash.toString('hex'),
-        agents: Array.isArray(body.agents) ? body.agents.map(String) : null,
+        agents: body.agents === null ? null : [...body.agents],
       });
     }
     const last = rows[rows.length - 1];

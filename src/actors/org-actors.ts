@@ -1,4 +1,5 @@
-import type { Bus, CommandHandler, ProjectionHandler, RequestOptions } from '../bus/bus.js';
+import type { CommandHandler, RequestOptions } from '../bus/command-router.js';
+import type { BatchHandler, LedgerLog } from '../bus/ledger-log.js';
 import type { OrgCommand, OrgReply } from '../bus/messages.js';
 import { OrgLedgerActor, type OrgActorOptions } from './org-ledger-actor.js';
 import { DAMAGED, damagedRefusal, LedgerDamagedError, OrgRecovery, type WriterSnapshot } from './org-recovery.js';
@@ -17,12 +18,12 @@ export class OrgActors {
   private readonly damaged = new Map<string, number>();
 
   constructor(
-    private readonly bus: Bus,
+    private readonly log: LedgerLog,
     private readonly options: OrgActorOptions,
   ) {}
 
-  /** Feeds replayed committed rows (start-up only). */
-  readonly onReplay: ProjectionHandler = (org, rows) => {
+  /** Feeds replayed committed batches (start-up only). */
+  readonly onReplay: BatchHandler = ({ org, rows, fence }) => {
     if (this.replaying === null) return;
     let recovery = this.replaying.get(org);
     if (recovery === undefined) {
@@ -30,6 +31,7 @@ export class OrgActors {
       this.replaying.set(org, recovery);
     }
     for (const row of rows) recovery.apply(row);
+    recovery.fence = fence;
   };
 
   /** Seeds an org's replay from a checkpoint; the replay then continues after its seq. */
@@ -58,7 +60,7 @@ export class OrgActors {
   /** Turns the replayed state into running actors; later rows are theirs to write. */
   finishReplay(): void {
     if (this.replaying === null) return;
-    for (const [org, recovery] of this.replaying) this.actors.set(org, OrgLedgerActor.fromRecovery(org, this.bus, this.options, recovery));
+    for (const [org, recovery] of this.replaying) this.actors.set(org, OrgLedgerActor.fromRecovery(org, this.log, this.options, recovery));
     this.replaying = null;
   }
 
@@ -89,7 +91,7 @@ export class OrgActors {
 
   private starting(org: string, existing: Promise<OrgLedgerActor> | undefined): Promise<OrgLedgerActor> {
     if (existing !== undefined) return existing;
-    const promise = OrgLedgerActor.start(org, this.bus, this.options).then(
+    const promise = OrgLedgerActor.start(org, this.log, this.options).then(
       (actor) => {
         this.actors.set(org, actor);
         return actor;

@@ -1,60 +1,45 @@
-import type { Bus } from '../bus/bus.js';
+import type { Fence, LedgerLog } from '../bus/ledger-log.js';
 import type { OrgCommand, OrgReply } from '../bus/messages.js';
-import { canonicalize } from '../domain/jcs.js';
-import { chainRows, type RowDraft, type Sha256Chain } from '../domain/ledger-batch.js';
-import { GENESIS_HASH } from '../domain/ledger.js';
-import { emptyOrgState, NO_LIMITS, planExport, planIngest, planRegister, planUpdate, type OrgState, type Planned, type PlannedRecord, type WriterLimits } from '../domain/org-state.js';
-import { planReview } from '../domain/org-reviews.js';
-import type { Policy } from '../domain/policy.js';
+import { GENESIS_HASH, type LedgerRow } from '../domain/ledger.js';
+import { emptyOrgState, NO_LIMITS, type OrgState } from '../domain/org-state.js';
 import { ensureError } from '../errors.js';
 import { DAMAGED, damagedRefusal, LedgerDamagedError, OrgRecovery, writerSnapshot, type WriterSnapshot } from './org-recovery.js';
-import type { Logger } from '../log.js';
+import { decideBatch, PLANNING_FAILED, type Queued } from './decide-batch.js';
+import type { OrgActorOptions } from './org-actor-options.js';
 
-interface Pending {
-  command: OrgCommand;
+interface Pending extends Queued {
   resolve: (reply: OrgReply) => void;
-  /** The caller's connection: gone before this command is decided, it is refused unrecorded. */
-  abandoned: { readonly aborted: boolean } | undefined;
 }
 
-export interface OrgActorOptions {
-  policy: Policy;
-  policyDigest: string;
-  /** Milliseconds since the epoch; injected so tests and replays control time. */
-  now: () => number;
-  /** The native batch hasher (store/batch-hash.ts), or null to hash with node:crypto. */
-  sha256Chain?: Sha256Chain | null;
-  /** Commands waiting beyond this are refused with `overloaded` (HTTP 429). */
-  maxPending: number;
-  /** Batches committed but not yet durable at once (group commit pipelining). */
-  maxInflight?: number;
-  /** Where the writer says what went wrong (failed appends, refused commands, damage). */
-  log: Logger;
-  /** The org's plan limits in force at `nowMs` (read once per batch). */
-  limits?: (org: string, nowMs: number) => WriterLimits;
-}
+export type { OrgActorOptions };
 
 const UNAVAILABLE: OrgReply = { ok: false, code: 'unavailable', message: 'the ledger could not be written; nothing was recorded, retry' };
-const ABANDONED: OrgReply = { ok: false, code: 'unavailable', message: 'the caller was gone before the command was decided; nothing was recorded' };
-const PLANNING_FAILED: OrgReply = { ok: false, code: 'internal', message: 'the command could not be decided; nothing was recorded' };
 
 /**
  * The single writer of one org's ledger. Holds the chain head, next seq and every agent's scoring
  * state in memory.
  *
  * Commands are decided strictly in arrival order. All commands that arrive in one event-loop turn
- * form one batch, appended with one write (group commit). Batches are pipelined: a batch is
- * appended without waiting for the one before it to commit (the store orders them, and its
- * write thread folds those that queue up into one transaction), up to `maxInflight` not yet
- * durable. Each append is conditional on the one before it, so they commit in order or not at
- * all. A caller is answered only once its batch, and every batch
- * before it, is durable. If an append fails, that batch and every later one in flight are refused
+ * form one batch, appended with one write (group commit). On a log with pipelined appends, a
+ * batch is appended without waiting for the one before it (the log orders them; LMDB's write
+ * thread folds those that queue up into one transaction), up to `maxInflight` not yet durable;
+ * otherwise one at a time. Each append presents the fence of the one before it, so they commit
+ * in order or not at all. A caller is answered only once its batch, and every batch before it, is
+ * durable, and what `afterAppend` stores for it is stored. If an append fails, that batch and every later one in flight are refused
  * and the state is rebuilt from the ledger before anything else is decided, so memory never runs
  * ahead of what is durable.
  */
 export class OrgLedgerActor {
   private state: OrgState = emptyOrgState();
   private lastSeq = 0;
+  /** What the next append presents (the log's token for the last batch launched). */
+  private fence: Fence = 0;
+  /**
+   * The last seq whose afterAppend step has run. Rows before the writer started are the delivery
+   * side's to replay from its own cursor; rows of an append that landed although it reported a
+   * failure are found when the writer heals, and stored then.
+   */
+  private storedThrough = 0;
   private head: Buffer = GENESIS_HASH;
   private lastRecordedMs = 0;
   private queue: Pending[] = [];
@@ -66,24 +51,28 @@ export class OrgLedgerActor {
   private stale = false;
   /** Set when a rebuild met an unreadable ledger row: every write is refused with it. */
   private damaged: OrgReply | null = null;
-  /** Batches launched whose append has not yet reported its commit (or failure). */
-  private uncommitted = 0;
   /** A pump is scheduled for the end of this event-loop turn. */
   private scheduled = false;
   private snapshotWaiters: ((snapshot: WriterSnapshot) => void)[] = [];
   private readonly maxInflight: number;
+  /** On a log with pipelined appends: the fence an append will return, known before it is made. */
+  private readonly foretell: ((rows: readonly LedgerRow[]) => Fence) | undefined;
 
   private constructor(
     readonly org: string,
-    private readonly bus: Bus,
+    private readonly log: LedgerLog,
     private readonly options: OrgActorOptions,
   ) {
-    this.maxInflight = options.maxInflight ?? 8;
+    const pipelined = log.capabilities.includes('pipelined-appends');
+    if (pipelined && log.fenceAfter === undefined) throw new Error('a log with pipelined appends must foretell its fences (fenceAfter)');
+    this.foretell = pipelined ? log.fenceAfter?.bind(log) : undefined;
+    this.maxInflight = pipelined ? (options.maxInflight ?? 8) : 1;
   }
 
-  static async start(org: string, bus: Bus, options: OrgActorOptions): Promise<OrgLedgerActor> {
-    const actor = new OrgLedgerActor(org, bus, options);
+  static async start(org: string, log: LedgerLog, options: OrgActorOptions): Promise<OrgLedgerActor> {
+    const actor = new OrgLedgerActor(org, log, options);
     await actor.recover();
+    actor.storedThrough = actor.lastSeq;
     return actor;
   }
 
@@ -126,92 +115,89 @@ export class OrgLedgerActor {
   }
 
   private launch(batch: Pending[]): void {
-    const expectedLastSeq = this.lastSeq;
     const recordedMs = Math.max(this.options.now(), this.lastRecordedMs);
     this.lastRecordedMs = recordedMs;
     const recordedAt = new Date(recordedMs).toISOString();
-    const replies: (OrgReply | PlannedRecord<unknown>)[] = [];
-    const drafts: RowDraft[] = [];
     const limits = this.options.limits?.(this.org, recordedMs) ?? NO_LIMITS;
-    for (let i = 0; i < batch.length; i++) {
-      let planned: Planned<unknown>;
-      let bodyJson: string | undefined;
-      if (batch[i]!.abandoned?.aborted === true) {
-        replies.push(ABANDONED);
-        continue;
-      }
-      try {
-        planned = this.plan(batch[i]!.command, recordedAt, limits);
-        if (!('ok' in planned)) bodyJson = planned.bodyJson ?? canonicalize(planned.body);
-      } catch (error) {
-        // A command the rules cannot handle is refused alone. It may have changed the state
-        // before it threw, so the rest of the batch waits until the state is rebuilt from the
-        // ledger (when nothing is in flight), and the writer goes on from there.
-        this.options.log.error({ org: this.org, type: batch[i]!.command.type, error: ensureError(error).message }, 'command refused: planning failed');
-        replies.push(PLANNING_FAILED);
-        this.stale = true;
-        this.queue = batch.splice(i + 1).concat(this.queue);
-        break;
-      }
-      replies.push(planned);
-      if ('ok' in planned) continue;
-      drafts.push({ kind: planned.kind, recordedAt, agentId: planned.agentId, bodyJson: bodyJson!, body: planned.body });
-    }
-    // Planning never reads the chain, so the whole batch is hashed at once.
-    const rows = chainRows(this.head, this.lastSeq + 1, drafts, this.options.sha256Chain ?? null);
-    let r = 0;
-    for (const [i, planned] of replies.entries()) {
-      if ('ok' in planned) continue;
-      const row = rows[r++]!;
-      replies[i] = { ok: true, value: planned.complete === undefined ? planned.result : planned.complete(row) } as OrgReply;
+    const { replies, rows, failure } = decideBatch(this.state, batch, {
+      head: this.head,
+      nextSeq: this.lastSeq + 1,
+      recordedAt,
+      limits,
+      policy: this.options.policy,
+      policyDigest: this.options.policyDigest,
+      sha256Chain: this.options.sha256Chain ?? null,
+    });
+    if (failure !== null) {
+      // A command the rules cannot handle is refused alone. It may have changed the state before
+      // it threw, so the rest of the batch waits until the state is rebuilt from the ledger (when
+      // nothing is in flight), and the writer goes on from there.
+      const failed = batch[replies.length - 1]!;
+      this.options.log.error({ org: this.org, type: failed.command.type, error: ensureError(failure.error).message }, 'command refused: planning failed');
+      this.stale = true;
+      this.queue = batch.splice(replies.length).concat(this.queue);
     }
     const last = rows[rows.length - 1];
+    const expected = this.fence;
     if (last !== undefined) {
       this.lastSeq = last.seq;
       this.head = last.chainHash;
+      if (this.foretell !== undefined) this.fence = this.foretell(rows);
     }
+    // A checkpoint asked for meanwhile gets the state as of this batch, once it is durable (not
+    // when a command's failed planning may have left the state half-changed).
+    const waiters = this.stale ? [] : this.snapshotWaiters.splice(0);
+    const snapshot = waiters.length > 0 ? this.snapshotNow() : null;
 
     this.inflight++;
-    // The next batch may start once this one is committed, or once its append settled at all
-    // (an adapter that fails may never say "committed").
-    let committed = rows.length === 0;
-    const onCommitted = (ok = false): void => {
-      if (committed) return;
-      committed = true;
-      this.uncommitted--;
-      if (ok && this.snapshotWaiters.length > 0) this.resolveSnapshotWaiters();
-    };
-    if (!committed) this.uncommitted++;
-    const appended: Promise<string | null> =
+    const appended: Promise<string | Fence> =
       rows.length === 0
-        ? Promise.resolve(null)
-        : this.bus.append(this.org, rows, expectedLastSeq, { onCommitted }).then(
-            (outcome) => (outcome.ok ? null : 'the ledger was written by another writer'),
+        ? Promise.resolve(expected)
+        : this.log.append(this.org, rows, expected).then(
+            (outcome) => (outcome.ok ? outcome.fence : 'the ledger was written by another writer'),
             (error: unknown) => ensureError(error).message,
           );
-    void appended.then(() => onCommitted(false));
     this.tail = this.tail
       .then(() => appended)
-      .then(async (failure) => {
+      .then(async (result) => {
         this.inflight--;
-        if (failure === null && !this.broken) {
-          batch.forEach((pending, i) => pending.resolve(replies[i] as OrgReply));
+        if (typeof result === 'number' && !this.broken) {
+          if (this.foretell === undefined) this.fence = result;
+          if (rows.length > 0) await this.stored(rows);
+          batch.forEach((pending, i) => pending.resolve(replies[i]!));
+          for (const resolve of waiters) resolve({ ...snapshot!, fence: result });
         } else {
           if (!this.broken) {
             this.broken = true;
-            this.options.log.error({ org: this.org, error: failure }, 'ledger append failed');
+            this.options.log.error({ org: this.org, error: result }, 'ledger append failed');
           }
           for (const pending of batch) pending.resolve(UNAVAILABLE);
+          this.snapshotWaiters.push(...waiters);
         }
         if ((this.broken || this.stale) && this.inflight === 0) await this.heal();
+        if (this.inflight === 0 && this.snapshotWaiters.length > 0) this.resolveSnapshotWaiters();
         this.pump();
       });
+  }
+
+  /** Waits for what afterAppend stores because of these rows; its failure is only logged. */
+  private async stored(rows: readonly LedgerRow[]): Promise<void> {
+    try {
+      await this.options.afterAppend?.(this.org, rows);
+    } catch (error) {
+      this.options.log.error({ org: this.org, error: ensureError(error).message }, 'storing what a committed batch causes failed');
+    }
+    this.storedThrough = rows[rows.length - 1]!.seq;
   }
 
   /** After a failed append: rebuild from the ledger; if even that fails, refuse what waits. */
   private async heal(): Promise<void> {
     try {
-      await this.recover();
+      // An append that reported a failure may still have landed (a flush that failed after the
+      // commit, an acknowledgement lost on the way): its rows are in the ledger, and what they
+      // cause is stored now, before anything else is decided.
+      const landed = await this.recover(this.storedThrough);
+      if (landed.length > 0) await this.stored(landed);
       this.broken = false;
       this.stale = false;
     } catch (error) {
@@ -231,26 +217,19 @@ export class OrgLedgerActor {
     }
   }
 
-  private plan(command: OrgCommand, recordedAt: string, limits: WriterLimits): Planned<unknown> {
-    switch (command.type) {
-      case 'agent.register':
-        return planRegister(this.state, command.agent, recordedAt, limits);
-      case 'agent.update':
-        return planUpdate(this.state, command.agentId, command.changes, recordedAt, limits);
-      case 'event.ingest':
-        return planIngest(this.state, command.event, this.options.policy, this.options.policyDigest, recordedAt, limits);
-      case 'review.decide':
-        return planReview(this.state, command.actionId, command.decision, command.reviewer, this.options.policy, recordedAt);
-      case 'export.record':
-        return planExport(this.state, command.export, recordedAt, limits);
-    }
-  }
-
-  /** Rebuilds head, seq and agent state from the org's committed ledger. */
-  private async recover(): Promise<void> {
+  /** Rebuilds head, seq, fence and agent state from the org's committed ledger; returns its rows after `after`. */
+  private async recover(after = Number.MAX_SAFE_INTEGER): Promise<LedgerRow[]> {
     const recovery = new OrgRecovery(this.options.policy);
-    for await (const chunk of this.bus.read(this.org, 1)) for (const row of chunk) recovery.apply(row);
+    const later: LedgerRow[] = [];
+    for await (const batch of this.log.read(this.org, 1)) {
+      for (const row of batch.rows) {
+        recovery.apply(row);
+        if (row.seq > after) later.push(row);
+      }
+      recovery.fence = batch.fence;
+    }
     this.adopt(recovery);
+    return later;
   }
 
   private adopt(recovery: OrgRecovery): void {
@@ -258,21 +237,26 @@ export class OrgLedgerActor {
     this.lastSeq = recovery.lastSeq;
     this.head = recovery.head;
     this.lastRecordedMs = recovery.lastMs;
+    this.fence = recovery.fence;
   }
 
   /**
-   * The writer's state as plain data, or null while anything is uncommitted (a checkpoint must
-   * hold only what the ledger holds).
+   * The writer's state as plain data, or null while a batch is in flight (a checkpoint must hold
+   * only what the ledger holds).
    */
   snapshot(): WriterSnapshot | null {
-    // Batches are planned in order, so when none is uncommitted, everything in memory is
-    // committed (perhaps not yet flushed: a checkpoint is written in a later transaction, so it
-    // never outlives the rows it describes).
-    if (this.uncommitted > 0 || this.broken || this.stale) return null;
-    return writerSnapshot(this.state, this.lastSeq, this.head, this.lastRecordedMs);
+    if (this.inflight > 0 || this.broken || this.stale) return null;
+    return this.snapshotNow();
   }
 
-  /** The state at the next moment everything planned is committed (at once when idle). */
+  private snapshotNow(): WriterSnapshot {
+    return writerSnapshot(this.state, this.lastSeq, this.head, this.lastRecordedMs, this.fence);
+  }
+
+  /**
+   * The state as of the next batch launched (or now, when idle), once that batch is durable: under
+   * steady load the writer is never idle, yet every batch gives a consistent moment.
+   */
   nextSnapshot(): Promise<WriterSnapshot> {
     const now = this.snapshot();
     if (now !== null) return Promise.resolve(now);
@@ -296,9 +280,10 @@ export class OrgLedgerActor {
   }
 
   /** An actor whose state was rebuilt from a replay of the ledger (see OrgActors.onReplay). */
-  static fromRecovery(org: string, bus: Bus, options: OrgActorOptions, recovery: OrgRecovery): OrgLedgerActor {
-    const actor = new OrgLedgerActor(org, bus, options);
+  static fromRecovery(org: string, log: LedgerLog, options: OrgActorOptions, recovery: OrgRecovery): OrgLedgerActor {
+    const actor = new OrgLedgerActor(org, log, options);
     actor.adopt(recovery);
+    actor.storedThrough = actor.lastSeq;
     return actor;
   }
 }

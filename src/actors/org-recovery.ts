@@ -1,11 +1,14 @@
-import { bodyIsReadable, GENESIS_HASH, rowBody, type LedgerRow } from '../domain/ledger.js';
-import { applyAgentRecord, applyEventRecord, countExport, emptyOrgState, type AgentEntry, type HeldAction, type OrgState, type Refusal } from '../domain/org-state.js';
-import { applyReviewRecord } from '../domain/org-reviews.js';
+import type { Fence } from '../bus/ledger-log.js';
+import { GENESIS_HASH, type LedgerRow } from '../domain/ledger.js';
+import { emptyOrgState, evolve, type AgentEntry, type HeldAction, type OrgState, type Refusal } from '../domain/org-state.js';
 import type { Policy } from '../domain/policy.js';
+import { parseRecord } from '../domain/records.js';
 
 /** An org writer's state as plain data, for a checkpoint. */
 export interface WriterSnapshot {
   lastSeq: number;
+  /** The ledger log's fence after `lastSeq` (what the writer's next append presents). */
+  fence: Fence;
   head: Buffer;
   lastMs: number;
   nextEventId: number;
@@ -21,6 +24,8 @@ export interface WriterSnapshot {
 export class OrgRecovery {
   state: OrgState = emptyOrgState();
   lastSeq = 0;
+  /** The log's fence after the rows applied; set by whoever reads them from the log. */
+  fence: Fence = 0;
   private start: Buffer = GENESIS_HASH;
   private lastRow: LedgerRow | null = null;
   private lastAt: string | null = null;
@@ -55,6 +60,7 @@ export class OrgRecovery {
       monthExports: snapshot.monthExports,
     };
     recovery.lastSeq = snapshot.lastSeq;
+    recovery.fence = snapshot.fence;
     recovery.start = Buffer.from(snapshot.head);
     recovery.lastAtMs = snapshot.lastMs;
     return recovery;
@@ -62,18 +68,13 @@ export class OrgRecovery {
 
   /** The state as plain data (a checkpoint's shape; also what a replay worker sends back). */
   snapshot(): WriterSnapshot {
-    return writerSnapshot(this.state, this.lastSeq, this.head, this.lastMs);
+    return writerSnapshot(this.state, this.lastSeq, this.head, this.lastMs, this.fence);
   }
 
   apply(row: LedgerRow): void {
-    if (!bodyIsReadable(row)) throw new LedgerDamagedError(row.seq);
-    if (row.agentId !== null) {
-      if (row.kind === 'agent') applyAgentRecord(this.state, rowBody(row), row.recordedAt);
-      else if (row.kind === 'event') applyEventRecord(this.state, row.agentId, rowBody(row), this.policy, row.recordedAt);
-      else if (row.kind === 'review') applyReviewRecord(this.state, row.agentId, rowBody(row));
-    } else if (row.kind === 'export') {
-      countExport(this.state, row.recordedAt);
-    }
+    const record = parseRecord(row);
+    if (record === null) throw new LedgerDamagedError(row.seq);
+    evolve(this.state, record, this.policy);
     this.lastSeq = row.seq;
     this.lastRow = row;
     this.lastAt = row.recordedAt;
@@ -84,9 +85,10 @@ export class OrgRecovery {
  * An org writer's state as plain data. Agent entries are new objects, so planning may go on and
  * replace an entry's view and scoring (those objects themselves are never changed in place).
  */
-export function writerSnapshot(state: OrgState, lastSeq: number, head: Buffer, lastMs: number): WriterSnapshot {
+export function writerSnapshot(state: OrgState, lastSeq: number, head: Buffer, lastMs: number, fence: Fence): WriterSnapshot {
   return {
     lastSeq,
+    fence,
     head,
     lastMs,
     nextEventId: state.nextEventId,
@@ -103,13 +105,14 @@ export function writerSnapshot(state: OrgState, lastSeq: number, head: Buffer, l
  * Joins writer states rebuilt from disjoint sets of agents (a partitioned replay; every record
  * but an export belongs to one agent, and exports all go to one part). The month counters are
  * those of the latest month any part saw: record times never go back, so that is the month of
- * the org's last event or export. `tail` is the org's last row.
+ * the org's last event or export. `tail` is the org's last row, with the log's fence after it.
  */
-export function mergeWriterSnapshots(parts: readonly WriterSnapshot[], tail: { seq: number; head: Buffer; ms: number }): WriterSnapshot {
+export function mergeWriterSnapshots(parts: readonly WriterSnapshot[], tail: { seq: number; head: Buffer; ms: number; fence: Fence }): WriterSnapshot {
   const month = parts.reduce((m, p) => (p.month > m ? p.month : m), '');
   const current = parts.filter((p) => p.month === month);
   return {
     lastSeq: tail.seq,
+    fence: tail.fence,
     head: tail.head,
     lastMs: tail.ms,
     nextEventId: Math.max(1, ...parts.map((p) => p.nextEventId)),

@@ -1,5 +1,5 @@
-import type { ProjectionHandler } from '../bus/bus.js';
-import { rowBody } from '../domain/ledger.js';
+import type { ProjectionHandler } from './projection.js';
+import { parseRecord } from '../domain/records.js';
 
 /** Decided items listed per org by GET /reviews?status=decided (the latest ones). */
 export const MAX_DECIDED = 10_000;
@@ -52,37 +52,37 @@ export class ReviewQueue {
     const queue = this.queueOf(org);
     for (const row of rows) {
       queue.length = row.seq;
-      if (row.agentId === null) continue;
-      if (row.kind === 'event') {
-        const body = rowBody(row);
-        if (body.requires_human_review !== true) continue;
-        const id = Number(body.action_id);
-        queue.open.set(id, {
-          action_id: id,
-          event_id: Number(body.event_id),
-          agent_id: row.agentId,
-          gate: String(body.gate_status),
-          bii: typeof body.bii === 'number' ? body.bii : null,
-          reason: String(body.reason ?? ''),
-          event_type: String(body.event_type ?? ''),
-          recorded_at: row.recordedAt,
+      const record = parseRecord(row);
+      if (record === null) continue;
+      if (record.kind === 'event') {
+        const body = record.body;
+        if (!body.requires_human_review) continue;
+        queue.open.set(body.action_id, {
+          action_id: body.action_id,
+          event_id: body.event_id,
+          agent_id: record.agentId,
+          gate: body.gate_status,
+          bii: body.bii,
+          reason: body.reason ?? '',
+          event_type: body.event_type,
+          recorded_at: record.recordedAt,
           ledger_seq: row.seq,
           status: 'pending',
           note: null,
           reviewer: null,
           decided_at: null,
         });
-      } else if (row.kind === 'review') {
-        const body = rowBody(row);
-        const id = Number(body.action_id);
+      } else if (record.kind === 'review') {
+        const body = record.body;
+        const id = body.action_id;
         const item = queue.open.get(id);
         if (item === undefined) continue;
         const decided: ReviewItem = {
           ...item,
-          status: body.outcome as ReviewItem['status'],
-          note: String(body.note ?? ''),
-          reviewer: String(body.reviewer ?? ''),
-          decided_at: row.recordedAt,
+          status: body.outcome,
+          note: body.note ?? '',
+          reviewer: body.reviewer ?? '',
+          decided_at: record.recordedAt,
         };
         if (decided.status === 'escalated') queue.open.set(id, decided);
         else {

@@ -1,4 +1,5 @@
-import type { ProjectionHandler } from '../bus/bus.js';
+import type { ProjectionHandler } from './projection.js';
+import { kindOf } from '../domain/records.js';
 
 /** One org's usage in one UTC month, from committed records. */
 interface MonthUsage {
@@ -34,7 +35,9 @@ export class UsageMeter {
     let usage: MonthUsage | undefined;
     for (const row of rows) {
       meter.length = row.seq;
-      if (row.kind !== 'event' && row.kind !== 'export') continue;
+      // Counted by kind alone: the bodies are not read.
+      const kind = kindOf(row);
+      if (kind !== 'event' && kind !== 'export') continue;
       const m = row.recordedAt.slice(0, 7);
       if (m !== month || usage === undefined) {
         month = m;
@@ -44,7 +47,7 @@ export class UsageMeter {
           meter.months.set(m, usage);
         }
       }
-      if (row.kind === 'export') usage.exports++;
+      if (kind === 'export') usage.exports++;
       else {
         usage.events++;
         if (row.agentId !== null) usage.agents.add(row.agentId);

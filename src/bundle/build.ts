@@ -1,7 +1,8 @@
 import type { AgentDirectory, AgentSummary } from '../actors/agent-directory.js';
 import { buildBundle, type BuiltBundle } from '../domain/bundle.js';
-import { exportLine, rowBody, type LedgerRow } from '../domain/ledger.js';
-import type { LedgerStore } from '../store/ledger-store.js';
+import { exportLine, type LedgerRow } from '../domain/ledger.js';
+import { parseRecord } from '../domain/records.js';
+import type { LedgerReader } from '../store/ledger-reader.js';
 
 export interface BundleRequest {
   org: string;
@@ -21,7 +22,7 @@ const lines = (items: unknown[]): Buffer => Buffer.from(items.map((item) => JSON
  * agent cards (registry facts and current state), held gate decisions (incidents.jsonl) and review
  * decisions (oversight.jsonl) in the window, and the manifest over them.
  */
-export function buildOrgBundle(ledger: Pick<LedgerStore, 'get' | 'range'>, directory: AgentDirectory, req: BundleRequest, createdAt: string): BuiltBundle {
+export function buildOrgBundle(ledger: Pick<LedgerReader, 'get' | 'range'>, directory: AgentDirectory, req: BundleRequest, createdAt: string): BuiltBundle {
   const scope = req.agents === null ? null : new Set(req.agents);
   const inScope = (row: LedgerRow): boolean => scope === null || (row.agentId !== null && scope.has(row.agentId));
   const ledgerLines: string[] = [];
@@ -32,9 +33,11 @@ export function buildOrgBundle(ledger: Pick<LedgerStore, 'get' | 'range'>, direc
   for (const row of ledger.range(req.org, req.since_seq + 1, req.until_seq)) {
     ledgerLines.push(exportLine(row) + '\n');
     last = row;
-    if (row.kind === 'event') {
-      const body = rowBody(row);
-      if (typeof body.policy_digest === 'string') digests.add(body.policy_digest);
+    const record = parseRecord(row);
+    if (record === null) throw new Error(`ledger row ${row.seq} of ${req.org} cannot be read`);
+    if (record.kind === 'event') {
+      const body = record.body;
+      if (body.policy_digest !== undefined) digests.add(body.policy_digest);
       if (body.gate_status !== 'pass' && inScope(row)) {
         incidents.push({
           seq: row.seq,
@@ -51,8 +54,8 @@ export function buildOrgBundle(ledger: Pick<LedgerStore, 'get' | 'range'>, direc
           chain_hash: row.chainHash.toString('hex'),
         });
       }
-    } else if (row.kind === 'review' && inScope(row)) {
-      const body = rowBody(row);
+    } else if (record.kind === 'review' && inScope(row)) {
+      const body = record.body;
       oversight.push({
         seq: row.seq,
         recorded_at: row.recordedAt,

@@ -22,3 +22,13 @@ interface ResultOf {
 
 export type ReplyTo<C extends OrgCommand> = { ok: true; value: ResultOf[C['type']] } | Refusal;
 export type OrgReply = ReplyTo<OrgCommand>;
+
+/**
+ * A handler's answer to a command of an org it no longer owns: nothing was decided. The command
+ * router routes the command again; callers never see it.
+ */
+export interface NotOwner {
+  ok: false;
+  code: 'not_owner';
+  message: string;
+}

@@ -17,7 +17,7 @@ const HELP = { help: { type: 'boolean', short: 'h' } } as const;
  * An unknown option, a missing option value or a stray positional becomes a UsageError.
  */
 export function parseCommand<const O extends Options>(args: string[], options: O, maxPositionals = Infinity) {
-  const config = { args, allowPositionals: true, strict: true, options: { ...options, ...HELP } as O & typeof HELP } as const;
+  const config = { args, allowPositionals: true, strict: true, options: { ...options, ...HELP } } as const;
   let parsed: ParsedResults<typeof config>;
   try {
     parsed = parseArgs(config);

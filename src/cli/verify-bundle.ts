@@ -125,7 +125,7 @@ function archiveSource(archive: Buffer): BundleSource {
     entries = entries.map((e) => ({ name: e.name.slice(top.length + 1), content: e.content }));
   }
   const byName = new Map(entries.map((e) => [e.name, e.content]));
-  return { names: [...byName.keys()], read: async (name) => byName.get(name) ?? null };
+  return { names: [...byName.keys()], read: (name) => Promise.resolve(byName.get(name) ?? null) };
 }
 
 async function directorySource(dir: string): Promise<BundleSource> {

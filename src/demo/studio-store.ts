@@ -14,7 +14,7 @@ export interface StudioAgentStore {
   put(org: string, agent: StudioAgent): Promise<void>;
 }
 
-/** What the LMDB adapter needs of LmdbStore: a named table and its durability barrier. */
+/** What the LMDB adapter needs of the environment (LmdbEnv): a named table and its durability barrier. */
 export interface TableHost {
   table<K extends Key, V>(name: string): Database<V, K>;
   flushed(): Promise<void>;
@@ -23,7 +23,7 @@ export interface TableHost {
 /**
  * Studio agents in the `studio_agents` table of the service's LMDB environment, keyed
  * `[org, agent_id]` (values msgpack). This is a local store, not the ledger: what the ledger
- * must know of a studio agent (its registration, retirement and chat events) goes through the bus.
+ * must know of a studio agent (its registration, retirement and chat events) goes through the command router.
  */
 export class LmdbStudioAgentStore implements StudioAgentStore {
   private readonly db: Database<StudioAgent, [string, string]>;
@@ -62,7 +62,7 @@ export class MemoryStudioAgentStore implements StudioAgentStore {
 
   put(org: string, agent: StudioAgent): Promise<void> {
     let agents = this.orgs.get(org);
-    if (agents === undefined) this.orgs.set(org, (agents = new Map()));
+    if (agents === undefined) this.orgs.set(org, (agents = new Map<string, StudioAgent>()));
     agents.set(agent.agent_id, { ...agent });
     return Promise.resolve();
   }

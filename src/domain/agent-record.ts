@@ -1,3 +1,5 @@
+import type { AgentRecordBody } from './records.js';
+
 /**
  * Agent registry facts as the ledger records them. An `agent` record body is either a
  * registration `{agent_id, name, kind, observed}` or a change `{agent_id, action: "update",
@@ -33,10 +35,11 @@ export interface AgentChanges {
   public_links?: PublicLink[];
 }
 
-export function agentFromRecord(prev: AgentView | undefined, body: Record<string, unknown>, recordedAt: string): AgentView | undefined {
+/** The agent's facts after an `agent` record; undefined for a change of an agent not registered. */
+export function agentFromRecord(prev: AgentView | undefined, body: AgentRecordBody, recordedAt: string): AgentView | undefined {
   if (body.action === 'update') {
     if (prev === undefined) return undefined;
-    const c = (body.changes ?? {}) as AgentChanges;
+    const c = body.changes;
     // Field by field: a spread would give V8 a slow dictionary shape for an object read per event.
     return {
       agent_id: prev.agent_id,
@@ -51,10 +54,10 @@ export function agentFromRecord(prev: AgentView | undefined, body: Record<string
     };
   }
   return {
-    agent_id: String(body.agent_id),
-    name: String(body.name),
-    kind: String(body.kind),
-    observed: body.observed !== false,
+    agent_id: body.agent_id,
+    name: body.name,
+    kind: body.kind,
+    observed: body.observed,
     is_active: true,
     public: false,
     public_links: [],

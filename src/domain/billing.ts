@@ -134,7 +134,7 @@ const METERED: ReadonlyArray<readonly [LimitKey, keyof Usage]> = [
 export function statement(org: string, month: string, plan: Plan, usage: Usage, upgradeUrl: string, firstMonth?: string): Statement {
   if (!MONTH.test(month)) throw new RangeError(`month must be YYYY-MM, got ${JSON.stringify(month)}`);
   if (firstMonth !== undefined && !MONTH.test(firstMonth)) throw new RangeError(`firstMonth must be YYYY-MM, got ${JSON.stringify(firstMonth)}`);
-  for (const [key, count] of Object.entries(usage)) assertCount(`usage.${key}`, count);
+  for (const [key, count] of Object.entries(usage) as [string, number][]) assertCount(`usage.${key}`, count);
   // YYYY-MM strings order as the months do.
   const billed = firstMonth === undefined || month >= firstMonth;
   const price = billed ? parseMoney(plan.price) : 0;

@@ -129,7 +129,7 @@ export class RowBatch {
     if (need > this.data.length) this.data = grow(this.data, need, this.at);
     const i = this.n++;
     this.seqs[i] = seq;
-    put(this.stored, 96 * i, src, layout[Layout.HASHES]!, layout[Layout.HASHES]! + 96);
+    put(this.stored, 96 * i, src, layout[Layout.HASHES], layout[Layout.HASHES]! + 96);
     this.at = writeEntry(this.data, this.at, seq, src, layout);
     this.ends[i] = this.at;
     if (this.n === this.size) this.flush();
@@ -157,7 +157,7 @@ function writeEntry(out: Buffer, at: number, seq: number, src: Buffer, l: Int32A
   at = put(out, at, HEAD);
   at = l[Layout.AGENT]! < 0 ? put(out, at, NULL) : writeJsonString(out, at, src, l[Layout.AGENT]!, l[Layout.AGENT_END]!);
   at = put(out, at, BODY);
-  at += src.copy(out, at, l[Layout.BODY]!, l[Layout.BODY_END]!);
+  at += src.copy(out, at, l[Layout.BODY], l[Layout.BODY_END]);
   at = put(out, at, KIND);
   at = writeJsonString(out, at, src, l[Layout.KIND]!, l[Layout.KIND_END]!);
   at = put(out, at, AT);

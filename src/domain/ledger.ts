@@ -1,5 +1,6 @@
 import { hash } from 'node:crypto';
 import { canonicalize } from './jcs.js';
+import type { LedgerRecord } from './records.js';
 
 /**
  * The ledger hash rule (DESIGN §4):
@@ -22,6 +23,8 @@ export interface LedgerRow {
   chainHash: Buffer;
   /** The parsed body, when the row was made in this process (saves projections a parse). */
   body?: unknown;
+  /** The typed record, once read (see parseRecord); null when the row cannot be read as one. */
+  record?: LedgerRecord | null;
 }
 
 /** A record as printed by the audit export (one JSON line). */
@@ -220,7 +223,10 @@ export class ChainVerifier {
   }
 }
 
-/** Whether a stored row's body parses (a byte flipped on disk can break it); parses it once. */
+/**
+ * Whether a stored row's body parses as JSON (a byte flipped on disk can break it); parses it once.
+ * Whether it is a record this version reads is parseRecord's to say (records.ts).
+ */
 export function bodyIsReadable(row: LedgerRow): boolean {
   try {
     rowBody(row);

@@ -1,9 +1,11 @@
+import type { PlannedReview } from './org-decide.js';
+import type { HeldAction, OrgState, Refusal } from './org-state.js';
 import type { Policy } from './policy.js';
+import type { ReviewRecordBody } from './records.js';
 import type { ReviewDecisionBody, ReviewOutcome } from './schemas.js';
 import { copyState, FRESH_STATE, gateFor, type Gate } from './scoring.js';
-import type { HeldAction, OrgState, Planned } from './org-state.js';
 
-/** A reviewer's decision on a held action: planned by the org's writer, replayed alike. */
+/** A reviewer's decision on a held action: decided by the org's writer, applied alike on replay. */
 
 export interface ReviewResult {
   action_id: number;
@@ -54,7 +56,7 @@ export function planReview(
   reviewer: string,
   policy: Policy,
   recordedAt: string,
-): Planned<ReviewResult> {
+): PlannedReview | Refusal {
   if (state.closed.has(actionId)) return { ok: false, code: 'conflict', message: `action ${actionId} was already decided (released or rejected)` };
   const held = state.held.get(actionId);
   if (held === undefined) {
@@ -78,33 +80,33 @@ export function planReview(
     gate_status: gate,
     bii,
   };
-  applyReviewRecord(state, held.agentId, body);
   return {
     kind: 'review',
+    recordedAt,
     agentId: held.agentId,
     body,
     result: { ...body, agent_id: held.agentId, decided_at: recordedAt },
   };
 }
 
-/** Applies a `review` record body: the action's outcome, and the agent's gate as recorded. */
-export function applyReviewRecord(state: OrgState, agentId: string, body: Record<string, unknown>): void {
-  const actionId = Number(body.action_id);
+/** Applies a `review` record: the action's outcome, and the agent's gate as recorded. */
+export function applyReviewRecord(state: OrgState, agentId: string, body: ReviewRecordBody): void {
+  const actionId = body.action_id;
   const held = state.held.get(actionId);
-  const outcome = body.outcome as ReviewOutcome;
   if (held !== undefined) {
     // Closed actions leave `held` (which stays the set of open ones) for the compact `closed`.
-    if (outcome === 'escalated') state.held.set(actionId, { ...held, outcome });
+    if (body.outcome === 'escalated') state.held.set(actionId, { ...held, outcome: body.outcome });
     else {
       state.held.delete(actionId);
       state.closed.add(actionId);
     }
   }
   const agent = state.agents.get(agentId);
-  if (agent === undefined || typeof body.gate_status !== 'string') return;
+  // Bodies of the first version carry no gate: they leave the agent's score alone.
+  if (agent === undefined || body.gate_status === undefined || body.gate_status === null) return;
   if (body.gate_status === agent.scoring.gate && body.bii === agent.scoring.bii) return;
   const next = copyState(agent.scoring);
-  next.gate = body.gate_status as Gate;
+  next.gate = body.gate_status;
   if (typeof body.bii === 'number') next.bii = body.bii;
   agent.scoring = next;
 }

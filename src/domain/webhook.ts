@@ -1,5 +1,5 @@
 import { createHmac } from 'node:crypto';
-import { rowBody, type LedgerRow } from './ledger.js';
+import type { LedgerRecord } from './records.js';
 
 /**
  * Webhook envelope, body formats, signature and retry schedule (spec 3.3, 6.2–6.4).
@@ -118,39 +118,39 @@ export function retryDelay(schedule: readonly number[], failures: number): numbe
 }
 
 /** The webhook event a committed record stands for, if any (gate events that hold, review decisions). */
-export function webhookEventOf(row: LedgerRow): WebhookEvent | null {
-  if (row.kind === 'event') {
-    const gate = rowBody(row).gate_status;
+export function webhookEventOf(record: LedgerRecord): WebhookEvent | null {
+  if (record.kind === 'event') {
+    const gate = record.body.gate_status;
     return gate === 'hold' || gate === 'alert' || gate === 'collapse' ? `gate.${gate}` : null;
   }
-  if (row.kind === 'review') {
-    const outcome = rowBody(row).outcome;
-    return outcome === 'released' || outcome === 'rejected' || outcome === 'escalated' ? `review.${outcome}` : null;
-  }
+  if (record.kind === 'review') return `review.${record.body.outcome}`;
   return null;
 }
 
 /**
- * The envelope's `data` for a committed record (spec 6.3): review events add outcome and reviewer,
- * and their reason is the reviewer's note. `policyDigest` stands in for records that carry none.
+ * The envelope's `data` for a committed gate or review record at `seq` (spec 6.3): review events
+ * add outcome and reviewer, and their reason is the reviewer's note. `policyDigest` stands in for
+ * records that carry none.
  */
-export function webhookDataOf(row: LedgerRow, event: WebhookEvent, policyDigest: string): Record<string, unknown> {
-  const body = rowBody(row);
-  const review = event.startsWith('review.');
-  const data: Record<string, unknown> = {
-    agent_id: row.agentId,
-    action_id: body.action_id,
-    event_id: body.event_id,
-    gate_status: body.gate_status,
-    bii: body.bii,
-    reason: review ? body.note : body.reason,
-    policy_digest: body.policy_digest ?? policyDigest,
-    ledger_seq: row.seq,
-  };
-  if (review) {
-    data.outcome = body.outcome;
-    data.reviewer = body.reviewer;
-    data.held_gate = body.held_gate;
+export function webhookDataOf(record: LedgerRecord, seq: number, policyDigest: string): Record<string, unknown> {
+  if (record.kind === 'event') {
+    const b = record.body;
+    return gateData(record.agentId, b, b.reason, b.policy_digest ?? policyDigest, seq);
   }
-  return data;
+  if (record.kind === 'review') {
+    const b = record.body;
+    return { ...gateData(record.agentId, b, b.note, policyDigest, seq), outcome: b.outcome, reviewer: b.reviewer, held_gate: b.held_gate };
+  }
+  throw new TypeError(`webhook: an ${record.kind} record makes no webhook`);
+}
+
+/** The fields every gate and review delivery carries, in the envelope's order. */
+function gateData(
+  agentId: string,
+  b: { action_id: number; event_id?: number | undefined; gate_status?: string | null | undefined; bii?: number | null | undefined },
+  reason: string | undefined,
+  policyDigest: string,
+  seq: number,
+): Record<string, unknown> {
+  return { agent_id: agentId, action_id: b.action_id, event_id: b.event_id, gate_status: b.gate_status, bii: b.bii, reason, policy_digest: policyDigest, ledger_seq: seq };
 }

@@ -1,7 +1,7 @@
 import type { HttpRequest, HttpResponse, TemplatedApp } from 'uWebSockets.js';
 import type { Scope } from '../domain/schemas.js';
 import { VigilError } from '../errors.js';
-import type { Registry } from '../registry.js';
+import type { Registry } from '../services/registry.js';
 import type { KeyRecord } from '../store/registry-store.js';
 import { readJsonBody } from './body.js';
 import { errorResponse } from './errors.js';

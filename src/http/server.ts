@@ -10,7 +10,7 @@ import { exportRoutes } from './routes/exports.js';
 import { ingestRoutes } from './routes/ingest.js';
 import { pageRoutes } from './routes/pages.js';
 import { publicGate, publicRoutes } from './routes/public.js';
-import { recordScoringRoutes } from './routes/record-scoring.js';
+import { recordScoringRoutes } from '../record-scoring/routes.js';
 import { reviewRoutes } from './routes/reviews.js';
 import { demoRoutes } from './routes/studio.js';
 import { systemRoutes } from './routes/system.js';

@@ -1,5 +1,6 @@
 import { Layout } from '../domain/ledger-batch.js';
 import type { LedgerRow } from '../domain/ledger.js';
+import type { LedgerRecord } from '../domain/records.js';
 
 /**
  * Binary layout of a stored ledger row (the seq is in the key). Fixed offsets for the three
@@ -82,9 +83,10 @@ function decodeFields(seq: number, b: Buffer, size: number): StoredRow {
  */
 export class StoredRow implements LedgerRow {
   body: unknown = undefined; // parsed on demand (rowBody)
+  record: LedgerRecord | null | undefined = undefined; // read on demand (parseRecord)
 
   constructor(
-    /** Set by the reader when the row is decoded before its key (LmdbStore.range). */
+    /** Set by the reader when the row is decoded before its key (LmdbLedger.range). */
     public seq: number,
     readonly kind: string,
     readonly recordedAt: string,

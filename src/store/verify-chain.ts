@@ -4,7 +4,7 @@ import { ChainVerifier, GENESIS_HASH } from '../domain/ledger.js';
 import { Layout, LAYOUT_SLOTS, RowBatch } from '../domain/ledger-batch.js';
 import { nativeSha256Many } from './batch-hash.js';
 import { readLayout } from './row-codec.js';
-import type { LmdbStore } from './lmdb.js';
+import type { LmdbLedger } from './lmdb-ledger.js';
 
 export interface ChainCheck {
   ok: boolean;
@@ -38,7 +38,7 @@ const PARALLEL_FROM = 200_000;
  * before it); the slices' reports are merged in order. Small ones are verified inline.
  */
 export async function verifyChain(
-  store: LmdbStore,
+  store: LmdbLedger,
   org: string,
   length: number,
   agentId: string | null,
@@ -57,7 +57,7 @@ export async function verifyChain(
 }
 
 /** Verifies one slice; yields to the event loop now and then when run inline. */
-export async function verifySlice(store: Pick<LmdbStore, 'get' | 'range' | 'scanRaw'>, job: SliceJob, yieldOften = false): Promise<ChainCheck> {
+export async function verifySlice(store: Pick<LmdbLedger, 'get' | 'range' | 'scanRaw'>, job: SliceJob, yieldOften = false): Promise<ChainCheck> {
   const start = job.from > 1 ? store.get(job.org, job.from - 1)?.chainHash : GENESIS_HASH;
   const verifier = new ChainVerifier({ startSeq: job.from - 1, startHash: start ?? Buffer.alloc(32), ...(job.watchHead === null ? {} : { watchHead: job.watchHead }) });
   let agentRecords = 0;
@@ -70,7 +70,7 @@ export async function verifySlice(store: Pick<LmdbStore, 'get' | 'range' | 'scan
     const visit = (seq: number, value: Buffer, size: number): void => {
       readLayout(value, layout, size);
       const a = layout[Layout.AGENT]!;
-      if (agent !== null && a >= 0 && value.compare(agent, 0, agent.length, a, layout[Layout.AGENT_END]!) === 0) agentRecords++;
+      if (agent !== null && a >= 0 && value.compare(agent, 0, agent.length, a, layout[Layout.AGENT_END]) === 0) agentRecords++;
       batch.add(seq, value, layout);
     };
     // In steps, so that an inline verification lets the event loop breathe between them.

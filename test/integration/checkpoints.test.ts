@@ -130,7 +130,7 @@ describe('the first checkpoint', () => {
       await first.exited;
       // Up for a moment after a replay of every row (VIGIL_CHECKPOINT_SECONDS is 60), then killed again.
       const second = await spawnServer(dir);
-      const until = Date.now() + 10_000;
+      const until = Date.now() + 20_000;
       const all = { directory: 6, exports: 6, meter: 6, reviews: 6, writer: 6 };
       while (JSON.stringify(await snapshotSeqs(dir)) !== JSON.stringify(all) && Date.now() < until) await new Promise((r) => setTimeout(r, 50));
       expect(await snapshotSeqs(dir)).toEqual(all);

@@ -115,8 +115,8 @@ describe('npm start', () => {
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let out = '';
-    npm.stdout!.on('data', (d: Buffer) => (out += d.toString()));
-    npm.stderr!.on('data', (d: Buffer) => (out += d.toString()));
+    npm.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    npm.stderr.on('data', (d: Buffer) => (out += d.toString()));
     const exited = new Promise<void>((resolve) => npm.on('exit', () => resolve()));
     let below: number[] = [];
     try {

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { LmdbStore } from '../../src/store/lmdb.js';
+import { openLmdb } from '../../src/store/lmdb.js';
 import type { DeliveryRecord } from '../../src/store/webhook-store.js';
 import { removeDir, tempDir } from '../support/server.js';
 
@@ -34,7 +34,8 @@ describe('delivery usage counters', () => {
   it('count billed deliveries in the month of their ledger record, across updates and a reopen', async () => {
     const dir = tempDir('vigil-delivery-usage-');
     dirs.push(dir);
-    let store = new LmdbStore(dir);
+    let lmdb = openLmdb(dir);
+    let store = lmdb.webhooks;
     await store.putDeliveries([delivery(1), delivery(2), delivery(3), delivery(4, { org: 'p' })]);
     expect(store.countDeliveries('o', '2026-01')).toBe(3);
     expect(store.countDeliveries('o', '2026-02')).toBe(0);
@@ -50,28 +51,30 @@ describe('delivery usage counters', () => {
     await store.putDeliveries([delivery(2, { status: 'cancelled' }), { ...attempted, status: 'cancelled' }]);
     expect(store.countDeliveries('o', '2026-01')).toBe(2);
 
-    await store.close();
-    store = new LmdbStore(dir);
+    await lmdb.close();
+    lmdb = openLmdb(dir);
+    store = lmdb.webhooks;
     expect(store.countDeliveries('o', '2026-01')).toBe(2);
     expect(store.countDeliveries('p', '2026-01')).toBe(1);
-    await store.close();
+    await lmdb.close();
   });
 
   it('are seeded once from the deliveries of a data dir written before they existed', async () => {
     const dir = tempDir('vigil-delivery-usage-');
     dirs.push(dir);
-    const store = new LmdbStore(dir);
+    const lmdb = openLmdb(dir);
+    const store = lmdb.webhooks;
     // An older row has no ledger_recorded_at: its creation month is used.
     const { ledger_recorded_at: _, ...legacy } = delivery(5);
     await store.putDeliveries([delivery(1), delivery(2, { status: 'cancelled' }), legacy]);
-    const usage = store.table<[string, string], number>('delivery_usage');
+    const usage = lmdb.env.table<[string, string], number>('delivery_usage');
     await usage.clearAsync();
     expect(store.countDeliveries('o', '2026-01')).toBe(0);
-    await store.close();
+    await lmdb.close();
 
-    const reopened = new LmdbStore(dir);
-    expect(reopened.countDeliveries('o', '2026-01')).toBe(1);
-    expect(reopened.countDeliveries('o', '2026-02')).toBe(1);
+    const reopened = openLmdb(dir);
+    expect(reopened.webhooks.countDeliveries('o', '2026-01')).toBe(1);
+    expect(reopened.webhooks.countDeliveries('o', '2026-02')).toBe(1);
     await reopened.close();
   });
 });

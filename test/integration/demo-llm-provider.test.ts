@@ -77,7 +77,7 @@ function model(url: string, timeoutMs = 2000): OpenAiCompatibleModel {
 
 function withFallback(url: string, timeoutMs = 2000) {
   const logs: { level: string; msg: string; fields?: Record<string, unknown> }[] = [];
-  const fallback = new FallbackModel(model(url, timeoutMs), new TemplateModel(), captureLogger(logs as LogLine[], { level: true }));
+  const fallback = new FallbackModel(model(url, timeoutMs), new TemplateModel(), captureLogger(logs, { level: true }));
   return { fallback, logs };
 }
 

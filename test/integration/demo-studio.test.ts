@@ -1,19 +1,17 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { AgentDirectory } from '../../src/actors/agent-directory.js';
-import { OrgActors } from '../../src/actors/org-actors.js';
-import type { Bus } from '../../src/bus/bus.js';
-import { MemoryBus } from '../../src/bus/memory.js';
+import type { CommandRouter } from '../../src/bus/command-router.js';
 import { LmdbStudioAgentStore } from '../../src/demo/studio-store.js';
-import { FORBIDDEN_REQUEST_DTI, Studio, type StudioOptions } from '../../src/demo/studio.js';
+import { FORBIDDEN_REQUEST_DTI, Studio, type StudioOptions } from '../../src/services/studio.js';
 import { TemplateModel } from '../../src/demo/template-model.js';
 import { rowBody } from '../../src/domain/ledger.js';
-import { POLICY_V1, policyDigest } from '../../src/domain/policy.js';
-import { LmdbStore } from '../../src/store/lmdb.js';
+import type { LmdbLedger } from '../../src/store/lmdb-ledger.js';
+import { embedded } from '../support/embedded.js';
 import { removeDir, tempDir } from '../support/server.js';
-import { captureLogger, silentLogger } from '../support/logs.js';
+import { captureLogger } from '../support/logs.js';
 
 /**
- * The Studio over the real org writer, bus and LMDB store, without HTTP (the routes are covered by
+ * The Studio over the real org writer, command router and LMDB store, without HTTP (the routes are covered by
  * demo-routes.test.ts against the running service).
  */
 const cleanups: (() => Promise<void>)[] = [];
@@ -24,9 +22,11 @@ afterEach(async () => {
 const DOMAINS = ['clinical', 'insurance', 'wellness', 'pharmacy', 'benefits'];
 const BASE = 'http://vigil.test';
 
+type Commands = Pick<CommandRouter, 'request'>;
+
 interface Node {
-  store: LmdbStore;
-  bus: Bus;
+  store: LmdbLedger;
+  bus: Commands;
   directory: AgentDirectory;
   logs: { msg: string; fields?: Record<string, unknown> }[];
   studio(over?: Partial<StudioOptions>): Promise<Studio>;
@@ -34,30 +34,27 @@ interface Node {
 }
 
 /** One process's worth of the service's write path, on `dir`; `wrap` may intercept commands. */
-async function node(dir: string, wrap: (bus: Bus) => Bus = (b) => b): Promise<Node> {
-  const store = new LmdbStore(dir);
-  const inner = new MemoryBus(store, silentLogger());
-  const actors = new OrgActors(inner, { log: silentLogger(), policy: POLICY_V1, policyDigest: policyDigest(POLICY_V1), now: Date.now, maxPending: 10_000 });
-  inner.serve(actors.handle);
+async function node(dir: string, wrap: (bus: Commands) => Commands = (b) => b): Promise<Node> {
+  const path = embedded(dir, { maxPending: 10_000 });
   const directory = new AgentDirectory();
-  await inner.subscribe((org, rows) => {
-    directory.onCommitted(org, rows);
-    actors.onReplay(org, rows);
-  });
-  actors.finishReplay();
-  const bus = wrap(inner);
+  await path.ledger.subscribe((batch) => {
+    directory.onCommitted(batch.org, batch.rows);
+    path.actors.onReplay(batch);
+  }, path.ledger.positionAfter(new Map()));
+  path.actors.finishReplay();
+  const bus = wrap(path.commands);
   const logs: Node['logs'] = [];
   const studios: Studio[] = [];
   const n: Node = {
-    store,
+    store: path.stores.ledger,
     bus,
     directory,
     logs,
     async studio(over = {}) {
       const studio = await Studio.start({
-        bus,
+        commands: bus,
         directory,
-        store: new LmdbStudioAgentStore(store),
+        store: new LmdbStudioAgentStore(path.stores.env),
         model: new TemplateModel(),
         baseUrl: BASE,
         seedOrgs: ['acme'],
@@ -72,8 +69,7 @@ async function node(dir: string, wrap: (bus: Bus) => Bus = (b) => b): Promise<No
       if (closed) return;
       closed = true;
       for (const s of studios) await s.close();
-      await inner.close();
-      await store.close();
+      await path.close();
     },
   };
   let closed = false;
@@ -139,8 +135,6 @@ describe('Studio seeding', () => {
   it('logs a failed seeding and retries it on the next request', async () => {
     let refuse = true;
     const n = await node(dataDir(), (bus) => ({
-      ...bus,
-      serve: (h) => bus.serve(h),
       request: (c) =>
         refuse && c.type === 'agent.register' && c.agent.agent_id === 'studio-wellness'
           ? Promise.resolve({ ok: false, code: 'unavailable', message: 'disk on fire' } as never)
@@ -157,8 +151,6 @@ describe('Studio seeding', () => {
     let room = 2;
     let attempts = 0;
     const n = await node(dataDir(), (bus) => ({
-      ...bus,
-      serve: (h) => bus.serve(h),
       request: (c) => {
         if (c.type !== 'agent.register') return bus.request(c);
         attempts++;

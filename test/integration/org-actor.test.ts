@@ -1,25 +1,26 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { OrgActors } from '../../src/actors/org-actors.js';
-import type { Bus } from '../../src/bus/bus.js';
-import { MemoryBus } from '../../src/bus/memory.js';
-import type { IngestResult } from '../../src/bus/messages.js';
+import type { LedgerLog } from '../../src/bus/ledger-log.js';
 import { ChainVerifier } from '../../src/domain/ledger.js';
-import { POLICY_V1, policyDigest } from '../../src/domain/policy.js';
-import { LmdbStore } from '../../src/store/lmdb.js';
+import { embedded } from '../support/embedded.js';
 import { removeDir, tempDir } from '../support/server.js';
-import { silentLogger } from '../support/logs.js';
 
-/** A bus whose chosen appends fail before reaching the store, as a failing disk would. */
-function flaky(inner: Bus, failOn: Set<number>): Bus {
-  let n = 0;
+/** `inner` with its append replaced (the rest passes through). */
+function withAppend(inner: LedgerLog, append: LedgerLog['append']): LedgerLog {
   return {
-    serve: (h) => inner.serve(h),
-    request: (c) => inner.request(c),
+    capabilities: inner.capabilities,
+    fenceAfter: inner.fenceAfter?.bind(inner),
     read: (org, from) => inner.read(org, from),
-    subscribe: (h) => inner.subscribe(h),
+    positionAfter: (held) => inner.positionAfter(held),
+    subscribe: (h, from) => inner.subscribe(h, from),
     close: () => inner.close(),
-    append: (org, rows, expected) => (failOn.has(++n) ? Promise.reject(new Error('EIO: disk on fire')) : inner.append(org, rows, expected)),
+    append,
   };
+}
+
+/** A ledger log whose chosen appends fail before reaching the store, as a failing disk would. */
+function flaky(inner: LedgerLog, failOn: Set<number>): LedgerLog {
+  let n = 0;
+  return withAppend(inner, (org, rows, expected) => (failOn.has(++n) ? Promise.reject(new Error('EIO: disk on fire')) : inner.append(org, rows, expected)));
 }
 
 const cleanups: (() => Promise<void>)[] = [];
@@ -29,15 +30,12 @@ afterEach(async () => {
 
 async function setup(failOn: number[], maxInflight = 4) {
   const dir = tempDir('vigil-actor-');
-  const store = new LmdbStore(dir);
-  const bus = flaky(new MemoryBus(store, silentLogger()), new Set(failOn));
-  const actors = new OrgActors(bus, { log: silentLogger(), policy: POLICY_V1, policyDigest: policyDigest(POLICY_V1), now: Date.now, maxPending: 100_000, maxInflight });
-  bus.serve(actors.handle);
+  const path = embedded(dir, { maxPending: 100_000, maxInflight }, (log) => flaky(log, new Set(failOn)));
   cleanups.push(async () => {
-    await store.close();
+    await path.close();
     removeDir(dir);
   });
-  return { store, bus };
+  return { store: path.stores.ledger, bus: path.commands };
 }
 
 const ingest = (n: number) => ({
@@ -56,7 +54,7 @@ describe('org ledger actor under append failures', () => {
       for (let i = 0; i < 40; i++) {
         const n = c * 1000 + i;
         const reply = await bus.request(ingest(n));
-        if (reply.ok) acked.set((reply.value as IngestResult).event_id, n);
+        if (reply.ok) acked.set(reply.value.event_id, n);
         else {
           expect(reply.code).toBe('unavailable');
           refused++;
@@ -87,7 +85,45 @@ describe('org ledger actor under append failures', () => {
     const failed = await bus.request(ingest(1));
     expect(failed).toMatchObject({ ok: false, code: 'unavailable' });
     const next = await bus.request(ingest(2));
-    expect(next.ok && (next.value as IngestResult).event_id).toBe(1);
+    expect(next.ok && next.value.event_id).toBe(1);
     expect(store.last('o')?.seq).toBe(2);
+  });
+});
+
+/** A ledger log whose chosen appends land and then report a failure, as a flush failing after the commit would. */
+function landsThenFails(inner: LedgerLog, failOn: Set<number>): LedgerLog {
+  let n = 0;
+  return withAppend(inner, (org, rows, expected) => {
+    const fails = failOn.has(++n);
+    return inner.append(org, rows, expected).then((outcome) => {
+      if (fails) throw new Error('EIO: the flush after the commit failed');
+      return outcome;
+    });
+  });
+}
+
+describe('org ledger actor when an append lands but reports a failure', () => {
+  it('stores what every landed row causes exactly once (afterAppend), those of the failed appends when it heals', async () => {
+    const dir = tempDir('vigil-actor-');
+    const stored: number[] = [];
+    const path = embedded(
+      dir,
+      { maxPending: 100_000, afterAppend: (_org, rows) => void stored.push(...rows.map((r) => r.seq)) },
+      (log) => landsThenFails(log, new Set([3, 8, 9])),
+    );
+    cleanups.push(async () => {
+      await path.close();
+      removeDir(dir);
+    });
+    await path.commands.request({ type: 'agent.register', org: 'o', agent: { agent_id: 'a', name: 'A', kind: 'production', observed: true } });
+    let refused = 0;
+    const client = async (c: number) => {
+      for (let i = 0; i < 25; i++) if (!(await path.commands.request(ingest(c * 1000 + i))).ok) refused++;
+    };
+    await Promise.all(Array.from({ length: 16 }, (_, c) => client(c)));
+    expect(refused).toBeGreaterThan(0);
+    const seqs = (await path.rows('o')).map((r) => r.seq);
+    expect(seqs).toEqual(seqs.map((_, i) => i + 1));
+    expect(stored).toEqual(seqs);
   });
 });

@@ -4,11 +4,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AgentDirectory } from '../../src/actors/agent-directory.js';
 import { ExportLog } from '../../src/actors/export-log.js';
 import { OrgRecovery } from '../../src/actors/org-recovery.js';
-import { replayPartitioned, type OrgRebuild } from '../../src/actors/partitioned-replay.js';
+import type { OrgRebuild } from '../../src/actors/rebuild.js';
+import { replayPartitioned } from '../../src/store/partitioned-replay.js';
 import { ReviewQueue } from '../../src/actors/review-queue.js';
 import { UsageMeter } from '../../src/actors/usage-meter.js';
 import { POLICY_V1 } from '../../src/domain/policy.js';
-import { LmdbStore } from '../../src/store/lmdb.js';
+import { LmdbEnv } from '../../src/store/lmdb-env.js';
+import { LmdbLedger } from '../../src/store/lmdb-ledger.js';
 import { startReceiver, waitFor } from '../support/receiver.js';
 import { call, ORG, removeDir, startServer, tempDir } from '../support/server.js';
 
@@ -71,7 +73,7 @@ async function firstStartCopy(change?: (ledger: Database) => Promise<unknown>, f
 }
 
 /** The state one replay over the whole ledger builds (the bus's path). */
-function sequential(store: LmdbStore): OrgRebuild {
+function sequential(store: LmdbLedger): OrgRebuild {
   const directory = new AgentDirectory();
   const reviews = new ReviewQueue();
   const meter = new UsageMeter();
@@ -82,6 +84,7 @@ function sequential(store: LmdbStore): OrgRebuild {
     const chunk = rows.slice(i, i + 100);
     for (const consumer of [directory, reviews, meter, exports]) consumer.onCommitted(ORG, chunk);
     for (const row of chunk) writer.apply(row);
+    writer.fence = chunk.at(-1)!.seq; // as a replay of the LMDB log sets it (its fence is the last seq)
   }
   return { writer: writer.snapshot(), directory: directory.snapshot(ORG)!, reviews: reviews.snapshot(ORG)!, meter: meter.snapshot(ORG)!, exports: exports.snapshot(ORG)! };
 }
@@ -99,7 +102,8 @@ function normal(state: OrgRebuild): unknown {
 
 describe('partitioned start-up replay', () => {
   it.each([1, 2, 3])('cut into %i part(s) across threads, it builds what one replay builds', async (parts) => {
-    const store = new LmdbStore(dir, 'process');
+    const env = new LmdbEnv(dir, 'process');
+    const store = new LmdbLedger(env);
     try {
       const expected = sequential(store);
       expect(expected.writer.lastSeq).toBe(length);
@@ -113,7 +117,7 @@ describe('partitioned start-up replay', () => {
       expect(rebuilt.get(ORG)!.reviews.open).toEqual(expected.reviews.open);
       expect(rebuilt.get(ORG)!.reviews.decided).toEqual(expected.reviews.decided);
     } finally {
-      await store.close();
+      await env.close();
     }
   });
 
@@ -171,10 +175,11 @@ describe('partitioned start-up replay', () => {
   });
 
   it('fails as a whole when a worker fails (the runtime then replays in one pass)', async () => {
-    const store = new LmdbStore(dir, 'process');
+    const env = new LmdbEnv(dir, 'process');
+    const store = new LmdbLedger(env);
     try {
       // The worker opens the data dir it is given: one that does not exist.
-      const elsewhere = Object.assign(Object.create(store) as LmdbStore, { dir: `${dir}-missing` });
+      const elsewhere = Object.assign(Object.create(store) as LmdbLedger, { dir: `${dir}-missing` });
       await expect(replayPartitioned(elsewhere, [{ org: ORG, to: length }], POLICY_V1, { parts: 2 })).rejects.toThrow();
       // A worker that never answers is stopped once this thread's part is long done.
       const started = Date.now();
@@ -184,7 +189,7 @@ describe('partitioned start-up replay', () => {
       const one = await replayPartitioned(store, [{ org: ORG, to: length }], POLICY_V1, { parts: 0 });
       expect(one.get(ORG)!.writer.agents).toHaveLength(24);
     } finally {
-      await store.close();
+      await env.close();
       removeDir(`${dir}-missing`); // lmdb creates the directory before it finds no database there
     }
   });

@@ -4,9 +4,9 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { canonicalize } from '../../src/domain/jcs.js';
 import { hashKey } from '../../src/domain/keys.js';
-import { RUBRIC_V1 } from '../../src/domain/record-rubric.js';
-import { LmdbStore } from '../../src/store/lmdb.js';
-import { LmdbScoringKeyStore } from '../../src/store/scoring-keys.js';
+import { RUBRIC_V1 } from '../../src/record-scoring/rubric.js';
+import { LmdbEnv } from '../../src/store/lmdb-env.js';
+import { LmdbScoringKeyStore } from '../../src/record-scoring/lmdb-key-store.js';
 import { call, removeDir, startServer as start, tempDir, type TestServer } from '../support/server.js';
 
 // The real service: HTTP over uWebSockets.js and a real LMDB data dir.
@@ -211,11 +211,11 @@ describe('POST /api/v1/score', () => {
 
 describe('LmdbScoringKeyStore', () => {
   let dir: string;
-  let lmdb: LmdbStore;
+  let lmdb: LmdbEnv;
   let keys: LmdbScoringKeyStore;
   beforeAll(() => {
     dir = tempDir('vigil-scoring-keys-');
-    lmdb = new LmdbStore(dir);
+    lmdb = new LmdbEnv(dir);
     keys = new LmdbScoringKeyStore(lmdb);
   });
   afterAll(async () => {
@@ -241,7 +241,7 @@ describe('LmdbScoringKeyStore', () => {
     expect(outcomes.filter((o) => !o.ok && o.reason === 'exhausted')).toHaveLength(7);
     expect(await keys.use(hashKey('vsk_nobody'))).toEqual({ ok: false, reason: 'unknown_key' });
     await lmdb.close();
-    lmdb = new LmdbStore(dir);
+    lmdb = new LmdbEnv(dir);
     keys = new LmdbScoringKeyStore(lmdb);
     expect(keys.get(hash)?.used).toBe(3);
   });

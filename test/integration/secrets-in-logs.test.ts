@@ -17,7 +17,7 @@ beforeEach(() => {
     vi.spyOn(stream, 'write').mockImplementation(((chunk: unknown, ...rest: unknown[]) => {
       written.push(String(chunk));
       return (write as (...a: unknown[]) => boolean)(chunk, ...rest);
-    }) as typeof stream.write);
+    }));
   }
 });
 afterEach(() => {

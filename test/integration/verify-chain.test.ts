@@ -1,7 +1,14 @@
 import { open } from 'lmdb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GENESIS_HASH, makeRow, type LedgerRow } from '../../src/domain/ledger.js';
-import { LmdbStore } from '../../src/store/lmdb.js';
+import { LmdbEnv } from '../../src/store/lmdb-env.js';
+import { LmdbLedger } from '../../src/store/lmdb-ledger.js';
+
+/** The ledger table of `dir`, and how to close it. */
+function ledgerOf(dir: string): LmdbLedger & { close(): Promise<void> } {
+  const env = new LmdbEnv(dir, 'process');
+  return Object.assign(new LmdbLedger(env), { close: () => env.close() });
+}
 import { verifyChain } from '../../src/store/verify-chain.js';
 import { removeDir, tempDir } from '../support/server.js';
 
@@ -11,7 +18,7 @@ let heads: Buffer[];
 
 beforeAll(async () => {
   dir = tempDir('vigil-verify-');
-  const store = new LmdbStore(dir, 'process');
+  const store = ledgerOf(dir);
   heads = [];
   let prev = GENESIS_HASH;
   let batch: LedgerRow[] = [];
@@ -21,7 +28,7 @@ beforeAll(async () => {
     prev = row.chainHash;
     batch.push(row);
     if (batch.length === 1000) {
-      await store.append('o', batch, batch[0]!.seq - 1);
+      await store.commit('o', batch, batch[0]!.seq - 1);
       batch = [];
     }
   }
@@ -31,7 +38,7 @@ afterAll(() => removeDir(dir));
 
 describe('verifyChain over worker threads', () => {
   it('gives the same report in parallel slices as inline', async () => {
-    const store = new LmdbStore(dir, 'process');
+    const store = ledgerOf(dir);
     try {
       const inline = await verifyChain(store, 'o', N, 'x', heads[4321]!);
       const parallel = await verifyChain(store, 'o', N, 'x', heads[4321]!, 1000);
@@ -49,7 +56,7 @@ describe('verifyChain over worker threads', () => {
     row.write('{"seq":4501}', row.indexOf('{"seq":4500}'));
     await ledger.put(['o', 4500], row);
     await env.close();
-    const store = new LmdbStore(dir, 'process');
+    const store = ledgerOf(dir);
     try {
       const parallel = await verifyChain(store, 'o', N, null, null, 1000);
       expect(parallel).toMatchObject({ ok: false, first_bad_seq: 4500 });
@@ -64,7 +71,7 @@ describe('verifyChain over worker threads', () => {
     const ledger = env.openDB<Buffer, [string, number]>({ name: 'ledger', encoding: 'binary' });
     await ledger.remove(['o', 2000]);
     await env.close();
-    const store = new LmdbStore(dir, 'process');
+    const store = ledgerOf(dir);
     try {
       // The later rewrite at 4500 is still there: the earliest break is the one reported.
       expect(await verifyChain(store, 'o', N, null, null)).toMatchObject({ ok: false, first_bad_seq: 2000, length: N - 1 });

@@ -2,13 +2,13 @@ import { randomUUID } from 'node:crypto';
 import { promises as dns } from 'node:dns';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { DeliveryActor } from '../../src/actors/delivery-actor.js';
-import { OrgActors } from '../../src/actors/org-actors.js';
-import { WebhookRegistry } from '../../src/actors/webhook-registry.js';
-import { MemoryBus } from '../../src/bus/memory.js';
+import { WebhookRegistry } from '../../src/services/webhook-registry.js';
 import { verifyWebhook } from '../../src/client/index.js';
 import { POLICY_V1, policyDigest } from '../../src/domain/policy.js';
+import type { LmdbWebhookStore } from '../../src/store/lmdb-webhook-store.js';
+import { openLmdb } from '../../src/store/lmdb.js';
+import { embedded } from '../support/embedded.js';
 import type { Lookup } from '../../src/net/receiver-address.js';
-import { LmdbStore } from '../../src/store/lmdb.js';
 import type { DeliveryRecord, WebhookStore } from '../../src/store/webhook-store.js';
 import { quietFor, startReceiver, waitFor, type Receiver, type Received, type Reply } from '../support/receiver.js';
 import { call, parseLines, removeDir, runCli, spawnServer, startServer, tempDir, type TestServer } from '../support/server.js';
@@ -629,7 +629,7 @@ describe('restarts', () => {
 });
 
 /** The webhook store with chosen delivery writes refused before they reach LMDB, as a failing disk would. */
-function failingWrites(inner: LmdbStore, fails: (records: readonly DeliveryRecord[]) => boolean): WebhookStore {
+function failingWrites(inner: LmdbWebhookStore, fails: (records: readonly DeliveryRecord[]) => boolean): WebhookStore {
   return {
     listAllWebhooks: () => inner.listAllWebhooks(),
     putWebhook: (w) => inner.putWebhook(w),
@@ -644,20 +644,20 @@ function failingWrites(inner: LmdbStore, fails: (records: readonly DeliveryRecor
 }
 
 /**
- * The embedded delivery path wired as runtime.ts wires it (real LMDB, MemoryBus, org writer, HTTP
+ * The embedded delivery path wired as runtime.ts wires it (real LMDB, its ledger log, the local router, org writer, HTTP
  * to a loopback receiver), except that the delivery actor writes through `failingWrites`.
  */
 async function deliveryPath(dir: string, fails: (records: readonly DeliveryRecord[]) => boolean) {
-  const store = new LmdbStore(dir);
-  const bus = new MemoryBus(store, silentLogger());
   const digest = policyDigest(POLICY_V1);
-  const actors = new OrgActors(bus, { log: silentLogger(), policy: POLICY_V1, policyDigest: digest, now: Date.now, maxPending: 1_000 });
-  bus.serve(actors.handle);
-  actors.finishReplay();
-  const webhookStore = failingWrites(store, fails);
+  // Deliveries are stored before the writer answers, as runtime.ts wires it.
+  const path = embedded(dir, { policy: POLICY_V1, policyDigest: digest, maxPending: 1_000, afterAppend: (org, rows) => deliveryActor.onCommitted(org, rows) });
+  const store = path.stores;
+  const bus = path.commands;
+  path.actors.finishReplay();
+  const webhookStore = failingWrites(store.webhooks, fails);
   const webhooks = new WebhookRegistry(webhookStore, {
     checkUrl: () => Promise.resolve(null),
-    ledgerLength: (org) => store.last(org)?.seq ?? 0,
+    ledgerLength: (org) => store.ledger.last(org)?.seq ?? 0,
     maxActive: () => ({ plan: 'test', limit: null }),
     now: Date.now,
   });
@@ -672,7 +672,9 @@ async function deliveryPath(dir: string, fails: (records: readonly DeliveryRecor
     log: silentLogger(),
     storeRetry: { firstMs: 50, maxMs: 200 },
   });
-  await bus.subscribe(deliveryActor.onCommitted, { after: deliveryActor.cursors() });
+  // A start replays the ledger after the delivery cursor (start-up.ts does the same).
+  const replay = await path.ledger.subscribe(({ org, rows }) => void deliveryActor.onCommitted(org, rows), path.ledger.positionAfter(deliveryActor.cursors()));
+  replay.unsubscribe();
   deliveryActor.start();
   const org = 'o';
   return {
@@ -680,8 +682,8 @@ async function deliveryPath(dir: string, fails: (records: readonly DeliveryRecor
     webhooks,
     deliveries: deliveryActor,
     /** The stored cursor, read from LMDB (not the actor's memory). */
-    storedCursor: () => store.deliveryCursors().get(org) ?? 0,
-    stored: (webhookId: number) => store.listDeliveries(org, webhookId, 100),
+    storedCursor: () => store.webhooks.deliveryCursors().get(org) ?? 0,
+    stored: (webhookId: number) => store.webhooks.listDeliveries(org, webhookId, 100),
     register: (agent: string) =>
       bus.request({ type: 'agent.register', org, agent: { agent_id: agent, name: agent, kind: 'production', observed: true } }),
     /** A held event; resolves with its ledger seq once the writer answered ok (what a 200 stands for). */
@@ -692,12 +694,11 @@ async function deliveryPath(dir: string, fails: (records: readonly DeliveryRecor
         event: { agent_id: agent, event_type: 'output_generated', payload: {}, dti: 0.99, source: 'self', actor: null },
       });
       expect(reply.ok).toBe(true);
-      return store.last(org)!.seq;
+      return store.ledger.last(org)!.seq;
     },
     close: async () => {
       await deliveryActor.close();
-      await bus.close();
-      await store.close();
+      await path.close();
     },
   };
 }
@@ -755,8 +756,8 @@ describe('delivery writes that fail', () => {
       await path.close(); // saves cursors on the way out; that write fails too
     }
     expect(r.received).toEqual([]);
-    const reopened = new LmdbStore(dir);
-    const cursor = reopened.deliveryCursors().get('o') ?? 0;
+    const reopened = openLmdb(dir);
+    const cursor = reopened.webhooks.deliveryCursors().get('o') ?? 0;
     await reopened.close();
     expect(cursor).toBeLessThan(seqs[0]!);
 

@@ -20,7 +20,7 @@ export interface FuzzTarget {
   fresh: () => string;
   /** Status counts per route, printed at the end (to see what the generators reach). */
   stats: Map<string, Map<number, number>>;
-  close(): Promise<void>;
+  close: () => Promise<void>;
 }
 
 /**

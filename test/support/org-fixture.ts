@@ -23,7 +23,7 @@ export const RECEIVER_LOOKUP: Lookup = async (hostname) => {
  * loopback webhook receiver, public reads not rate limited (the limit has its own tests).
  * `close` may be called more than once.
  */
-export async function startTargetServer(): Promise<{ server: TestServer; receiver: Receiver; close(): Promise<void> }> {
+export async function startTargetServer(): Promise<{ server: TestServer; receiver: Receiver; close: () => Promise<void> }> {
   const receiver = await startReceiver();
   const server = await startServer(
     {

@@ -60,7 +60,7 @@ export async function waitFor<T>(cond: () => T | Promise<T>, timeoutMs = 5_000, 
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = await cond();
-    if (value !== undefined && value !== null && value !== false) return value as NonNullable<T>;
+    if (value !== undefined && value !== null && value !== false) return value;
     if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
     await new Promise((resolve) => setTimeout(resolve, 20));
   }

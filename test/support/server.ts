@@ -1,3 +1,4 @@
+import { VIGIL_READY } from '../../bench/peers.js';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -103,8 +104,8 @@ export async function spawnServer(dataDir: string, env: Record<string, string> =
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
-  child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
-  child.stderr!.on('data', (d: Buffer) => (out += d.toString()));
+  child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (out += d.toString()));
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
   const port = await new Promise<number>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`server did not start:\n${out}`)), 30_000);
@@ -112,11 +113,13 @@ export async function spawnServer(dataDir: string, env: Record<string, string> =
       const port = listeningPort(out);
       if (port !== undefined) {
         clearTimeout(timer);
-        child.stdout!.off('data', onData);
+        child.stdout.off('data', onData);
+        // The bench waits for the same line with its own pattern: keep the two in step.
+        if (VIGIL_READY.exec(out)?.[1] !== String(port)) reject(new Error(`bench/peers.ts VIGIL_READY does not match the listening line:\n${out}`));
         resolve(port);
       }
     };
-    child.stdout!.on('data', onData);
+    child.stdout.on('data', onData);
     void exited.then(() => reject(new Error(`server exited early:\n${out}`)));
   });
   return { url: `http://127.0.0.1:${port}`, child, output: () => out, exited };

@@ -27,7 +27,7 @@ const plant = (d: string, pid: number, start: string | null): void => symlinkSyn
 function deadPid(): number {
   const pid = spawnSync(process.execPath, ['-e', '0']).pid;
   expect(pid).toBeGreaterThan(0);
-  return pid!;
+  return pid;
 }
 
 function refusal(fn: () => unknown): StartError {
@@ -54,18 +54,18 @@ process.stdin.once('data', () => {
   const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { cwd: ROOT, stdio: ['pipe', 'pipe', 'inherit'] });
   children.push(child);
   let out = '';
-  child.stdout!.on('data', (b: Buffer) => (out += b.toString()));
+  child.stdout.on('data', (b: Buffer) => (out += b.toString()));
   const line = (n: number): Promise<string> =>
     new Promise<string>((resolve, reject) => {
       const check = (): void => {
         const lines = out.split('\n');
         if (lines.length > n + 1) resolve(lines[n]!.trim());
       };
-      child.stdout!.on('data', check);
+      child.stdout.on('data', check);
       child.on('exit', (code) => reject(new Error(`contender exited (${code}) before answering: ${out}`)));
     });
   const ready = line(0).then((l) => expect(l).toBe('ready'));
-  return { child, ready: ready.then(() => undefined), go: () => child.stdin!.write('go\n'), result: line(1) };
+  return { child, ready: ready.then(() => undefined), go: () => child.stdin.write('go\n'), result: line(1) };
 }
 
 describe('data dir lock', () => {

@@ -1,9 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { canonicalize } from '../../src/domain/jcs.js';
-import { applyAgentRecord, applyEventRecord, emptyOrgState, eventBodyJson, planIngest, planRegister, planUpdate } from '../../src/domain/org-state.js';
+import { planIngest, planRegister, planUpdate } from '../../src/domain/org-decide.js';
+import { applyAgentRecord, applyEventRecord, emptyOrgState } from '../../src/domain/org-state.js';
 import { POLICY_V1, policyDigest } from '../../src/domain/policy.js';
+import { eventBodyJson, type EventRecordBody } from '../../src/domain/records.js';
 import type { IngestEventBody } from '../../src/domain/schemas.js';
+import { applied } from '../support/decide.js';
 
 const DIGEST = policyDigest(POLICY_V1);
 const event = (agent_id: string, dti: number | null = null): IngestEventBody => ({
@@ -18,7 +21,7 @@ const event = (agent_id: string, dti: number | null = null): IngestEventBody => 
 describe('org state rules', () => {
   it('refuses a duplicate registration as a value', () => {
     const state = emptyOrgState();
-    const first = planRegister(state, { agent_id: 'a', name: 'A', kind: 'production', observed: true }, 't');
+    const first = applied(state, planRegister(state, { agent_id: 'a', name: 'A', kind: 'production', observed: true }, 't'));
     expect('ok' in first).toBe(false);
     expect(planRegister(state, { agent_id: 'a', name: 'A', kind: 'production', observed: true }, 't')).toMatchObject({ ok: false, code: 'conflict' });
   });
@@ -27,7 +30,7 @@ describe('org state rules', () => {
     const state = emptyOrgState();
     expect(planIngest(state, event('ghost'), POLICY_V1, DIGEST)).toMatchObject({ ok: false, code: 'not_found' });
     applyAgentRecord(state, { agent_id: 'old', name: 'Old', kind: 'production', observed: true }, 't');
-    expect(planUpdate(state, 'old', { is_active: false }, 't2')).toMatchObject({ kind: 'agent', body: { action: 'update', changes: { is_active: false } } });
+    expect(applied(state, planUpdate(state, 'old', { is_active: false }, 't2'))).toMatchObject({ kind: 'agent', body: { action: 'update', changes: { is_active: false } } });
     expect(planIngest(state, event('old'), POLICY_V1, DIGEST)).toMatchObject({ ok: false, code: 'conflict' });
     expect(planUpdate(state, 'old', { is_active: true }, 't3')).toMatchObject({ ok: false, code: 'conflict' });
     expect(planUpdate(state, 'ghost', { public: true }, 't3')).toMatchObject({ ok: false, code: 'not_found' });
@@ -36,10 +39,10 @@ describe('org state rules', () => {
 
   it('numbers events per org and rebuilds the same state from the recorded bodies', () => {
     const live = emptyOrgState();
-    planRegister(live, { agent_id: 'a', name: 'A', kind: 'production', observed: true }, 't');
-    const bodies: Record<string, unknown>[] = [];
+    applied(live, planRegister(live, { agent_id: 'a', name: 'A', kind: 'production', observed: true }, 't'));
+    const bodies: EventRecordBody[] = [];
     for (const dti of [0.1, 0.99, 0.5, null]) {
-      const planned = planIngest(live, event('a', dti), POLICY_V1, DIGEST);
+      const planned = applied(live, planIngest(live, event('a', dti), POLICY_V1, DIGEST));
       if ('ok' in planned) throw new Error('refused');
       bodies.push(planned.body);
     }

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { describePhi, findPhi, nameIdentifier, type PhiIdentifier } from '../../src/domain/phi.js';
+import { describePhi, findPhi, nameIdentifier, type PhiIdentifier } from '../../src/record-scoring/phi.js';
 
 const record = (fields: Record<string, unknown>, extra: Record<string, unknown> = {}): Record<string, unknown> => ({
   record_id: 'rec-2024-0001',

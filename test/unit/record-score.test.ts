@@ -2,9 +2,9 @@ import { createHash } from 'node:crypto';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { canonicalize } from '../../src/domain/jcs.js';
-import { DIMENSIONS, RUBRIC_V1, TIERS } from '../../src/domain/record-rubric.js';
-import { scoreRecordBody, type ScoreRecord } from '../../src/domain/record-schemas.js';
-import { scoreRecord, type RecordScore } from '../../src/domain/record-score.js';
+import { DIMENSIONS, RUBRIC_V1, TIERS } from '../../src/record-scoring/rubric.js';
+import { scoreRecordBody, type ScoreRecord } from '../../src/record-scoring/schemas.js';
+import { scoreRecord, type RecordScore } from '../../src/record-scoring/score.js';
 
 const TODAY = '2025-06-01';
 const DAY_MS = 86_400_000;
@@ -30,7 +30,7 @@ const consentArb = fc.option(
   { nil: undefined },
 );
 const namedArb = <K extends string>(flag: K) =>
-  fc.array(fc.record({ name: fc.stringMatching(/^[a-z]{1,6}$/), [flag]: fc.boolean() } as { name: fc.Arbitrary<string> } & Record<K, fc.Arbitrary<boolean>>), { maxLength: 6 });
+  fc.array(fc.record({ name: fc.stringMatching(/^[a-z]{1,6}$/), [flag]: fc.boolean() }), { maxLength: 6 });
 const historyArb = fc.array(fc.record({ at: dayArb, hash: fc.constantFrom('h1', 'h2', 'h3', 'h4') }), { maxLength: 6 });
 
 const recordArb: fc.Arbitrary<ScoreRecord> = fc

@@ -6,6 +6,7 @@ import { mergeMeters } from '../../src/actors/usage-meter.js';
 
 const writer = (over: Partial<WriterSnapshot>): WriterSnapshot => ({
   lastSeq: 0,
+  fence: 0,
   head: Buffer.alloc(32),
   lastMs: 0,
   nextEventId: 1,
@@ -19,7 +20,7 @@ const writer = (over: Partial<WriterSnapshot>): WriterSnapshot => ({
 });
 
 describe('joining the parts of a partitioned replay', () => {
-  const tail = { seq: 99, head: Buffer.alloc(32, 9), ms: Date.parse('2026-11-20T00:00:00Z') };
+  const tail = { seq: 99, fence: 99, head: Buffer.alloc(32, 9), ms: Date.parse('2026-11-20T00:00:00Z') };
 
   it('writer: month counters are those of the latest month; ids continue after the highest', () => {
     const merged = mergeWriterSnapshots(

@@ -1,9 +1,12 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { applyAgentRecord, applyEventRecord, emptyOrgState, planIngest, type OrgState } from '../../src/domain/org-state.js';
+import { planIngest } from '../../src/domain/org-decide.js';
+import { applyAgentRecord, applyEventRecord, emptyOrgState, type OrgState } from '../../src/domain/org-state.js';
 import { applyReviewRecord, planReview } from '../../src/domain/org-reviews.js';
 import { POLICY_V1, policyDigest } from '../../src/domain/policy.js';
+import type { EventRecordBody, ReviewRecordBody } from '../../src/domain/records.js';
 import type { IngestEventBody, ReviewOutcome } from '../../src/domain/schemas.js';
+import { applied } from '../support/decide.js';
 
 /** A release vouches for the agent (issue 13, item 10): the rule of `planReview`. */
 const DIGEST = policyDigest(POLICY_V1);
@@ -40,7 +43,7 @@ const eventArb: fc.Arbitrary<IngestEventBody> = fc.constantFrom(
 interface Run {
   state: OrgState;
   /** Every planned record, in order, as replay would read them back. */
-  records: { kind: 'event' | 'review'; body: Record<string, unknown> }[];
+  records: ({ kind: 'event'; body: EventRecordBody } | { kind: 'review'; body: ReviewRecordBody })[];
 }
 
 function start(): Run {
@@ -50,14 +53,14 @@ function start(): Run {
 }
 
 function ingest(run: Run, body: IngestEventBody) {
-  const planned = planIngest(run.state, body, POLICY_V1, DIGEST);
+  const planned = applied(run.state, planIngest(run.state, body, POLICY_V1, DIGEST));
   if ('ok' in planned) throw new Error(planned.message);
   run.records.push({ kind: 'event', body: planned.body });
   return planned.result;
 }
 
 function review(run: Run, actionId: number, outcome: ReviewOutcome) {
-  const planned = planReview(run.state, actionId, { outcome, note: '' }, 'r', POLICY_V1, 't');
+  const planned = applied(run.state, planReview(run.state, actionId, { outcome, note: '' }, 'r', POLICY_V1, 't'));
   if ('ok' in planned) throw new Error(planned.message);
   run.records.push({ kind: 'review', body: planned.body });
   return planned.result;
@@ -186,8 +189,8 @@ describe('a release vouches for the agent', () => {
         // And the replayed state decides the next step as the live one does.
         const open = openActions(run);
         if (open.length > 0) {
-          const live = planReview(run.state, open.at(-1)!, { outcome: 'released', note: '' }, 'r', POLICY_V1, 't');
-          const again = planReview(replay, open.at(-1)!, { outcome: 'released', note: '' }, 'r', POLICY_V1, 't');
+          const live = applied(run.state, planReview(run.state, open.at(-1)!, { outcome: 'released', note: '' }, 'r', POLICY_V1, 't'));
+          const again = applied(replay, planReview(replay, open.at(-1)!, { outcome: 'released', note: '' }, 'r', POLICY_V1, 't'));
           expect(again).toEqual(live);
         }
         expect(planIngest(replay, clean, POLICY_V1, DIGEST)).toEqual(planIngest(run.state, clean, POLICY_V1, DIGEST));

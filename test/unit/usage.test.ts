@@ -1,8 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import { UsageMeter } from '../../src/actors/usage-meter.js';
 import { GENESIS_HASH, makeRow, type LedgerRow } from '../../src/domain/ledger.js';
-import { applyAgentRecord, emptyOrgState, NO_LIMITS, planExport, planIngest, planRegister, planUpdate } from '../../src/domain/org-state.js';
+import { planExport, planIngest, planRegister, planUpdate } from '../../src/domain/org-decide.js';
+import { applyAgentRecord, emptyOrgState, NO_LIMITS } from '../../src/domain/org-state.js';
 import { POLICY_V1, policyDigest } from '../../src/domain/policy.js';
+import { applied } from '../support/decide.js';
 
 const DIGEST = policyDigest(POLICY_V1);
 
@@ -44,32 +46,32 @@ describe('blocking limits in the org writer', () => {
   it('refuses events past the monthly quota until the next UTC month, and counts only recorded ones', () => {
     const state = emptyOrgState();
     applyAgentRecord(state, { agent_id: 'a', name: 'A', kind: 'production', observed: true }, 't');
-    expect(planIngest(state, event, POLICY_V1, DIGEST, '2026-01-31T10:00:00.000Z', limits)).toMatchObject({ kind: 'event' });
-    expect(planIngest(state, event, POLICY_V1, DIGEST, '2026-01-31T10:00:00.000Z', limits)).toMatchObject({ kind: 'event' });
+    expect(applied(state, planIngest(state, event, POLICY_V1, DIGEST, '2026-01-31T10:00:00.000Z', limits))).toMatchObject({ kind: 'event' });
+    expect(applied(state, planIngest(state, event, POLICY_V1, DIGEST, '2026-01-31T10:00:00.000Z', limits))).toMatchObject({ kind: 'event' });
     const refused = planIngest(state, event, POLICY_V1, DIGEST, '2026-01-31T23:59:59.999Z', limits);
     expect(refused).toMatchObject({ ok: false, code: 'quota_exceeded', retryAfterSeconds: 1234 });
     expect(state.nextEventId).toBe(3);
-    expect(planIngest(state, event, POLICY_V1, DIGEST, '2026-02-01T00:00:00.000Z', limits)).toMatchObject({ kind: 'event' });
-    expect(planIngest(state, event, POLICY_V1, DIGEST, '2026-02-01T00:00:00.000Z', NO_LIMITS)).toMatchObject({ kind: 'event' });
+    expect(applied(state, planIngest(state, event, POLICY_V1, DIGEST, '2026-02-01T00:00:00.000Z', limits))).toMatchObject({ kind: 'event' });
+    expect(applied(state, planIngest(state, event, POLICY_V1, DIGEST, '2026-02-01T00:00:00.000Z', NO_LIMITS))).toMatchObject({ kind: 'event' });
   });
 
   it('refuses a registration past the active agents and going public past the public agents', () => {
     const state = emptyOrgState();
-    const reg = (id: string) => planRegister(state, { agent_id: id, name: id, kind: 'production', observed: true }, 't', limits);
+    const reg = (id: string) => applied(state, planRegister(state, { agent_id: id, name: id, kind: 'production', observed: true }, 't', limits));
     expect(reg('a')).toMatchObject({ kind: 'agent' });
     expect(reg('b')).toMatchObject({ kind: 'agent' });
     expect(reg('c')).toMatchObject({ ok: false, code: 'plan_limit' });
-    expect(planUpdate(state, 'a', { public: true }, 't', limits)).toMatchObject({ kind: 'agent' });
-    expect(planUpdate(state, 'a', { public: true }, 't', limits)).toMatchObject({ kind: 'agent' }); // already public: no new place taken
+    expect(applied(state, planUpdate(state, 'a', { public: true }, 't', limits))).toMatchObject({ kind: 'agent' });
+    expect(applied(state, planUpdate(state, 'a', { public: true }, 't', limits))).toMatchObject({ kind: 'agent' }); // already public: no new place taken
     expect(planUpdate(state, 'b', { public: true }, 't', limits)).toMatchObject({ ok: false, code: 'plan_limit' });
-    expect(planUpdate(state, 'b', { name: 'B' }, 't', limits)).toMatchObject({ kind: 'agent' });
+    expect(applied(state, planUpdate(state, 'b', { name: 'B' }, 't', limits))).toMatchObject({ kind: 'agent' });
   });
 
   it('refuses exports past the monthly quota in the writer, so concurrent requests cannot pass it', () => {
     const state = emptyOrgState();
     const body = { manifest_sha256: 'x', since_seq: 0, until_seq: 1, files: [], agents: null };
-    expect(planExport(state, body, '2026-01-31T10:00:00.000Z', limits)).toMatchObject({ kind: 'export' });
+    expect(applied(state, planExport(state, body, '2026-01-31T10:00:00.000Z', limits))).toMatchObject({ kind: 'export' });
     expect(planExport(state, body, '2026-01-31T10:00:00.001Z', limits)).toMatchObject({ ok: false, code: 'quota_exceeded', retryAfterSeconds: 1234 });
-    expect(planExport(state, body, '2026-02-01T00:00:00.000Z', limits)).toMatchObject({ kind: 'export' });
+    expect(applied(state, planExport(state, body, '2026-02-01T00:00:00.000Z', limits))).toMatchObject({ kind: 'export' });
   });
 });

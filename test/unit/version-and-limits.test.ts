@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { PLANS, writerLimits } from '../../src/domain/billing.js';
 import { webhookDataOf, webhookEventOf } from '../../src/domain/webhook.js';
-import { makeRow } from '../../src/domain/ledger.js';
+import type { LedgerRecord } from '../../src/domain/records.js';
 import { VERSION } from '../../src/version.js';
 
 describe('one version', () => {
@@ -27,7 +27,8 @@ describe('writerLimits', () => {
 });
 
 describe('webhook events of records', () => {
-  const row = (kind: string, body: Record<string, unknown>) => makeRow(Buffer.alloc(32), 1, kind, '2026-11-23T00:00:00.000Z', 'a', body);
+  /** A record of agent `a` with only the fields these functions read (hence the cast). */
+  const row = (kind: string, body: Record<string, unknown>) => ({ kind, recordedAt: '2026-11-23T00:00:00.000Z', agentId: 'a', body }) as unknown as LedgerRecord;
   it('names gate events that hold and review decisions, nothing else', () => {
     expect(webhookEventOf(row('event', { gate_status: 'pass' }))).toBeNull();
     expect(webhookEventOf(row('event', { gate_status: 'alert' }))).toBe('gate.alert');
@@ -35,7 +36,7 @@ describe('webhook events of records', () => {
     expect(webhookEventOf(row('agent', { agent_id: 'a' }))).toBeNull();
   });
   it('gives review events the note as reason, with outcome, reviewer and held gate', () => {
-    const data = webhookDataOf(row('review', { action_id: 3, event_id: 3, outcome: 'rejected', note: 'no', reviewer: 'r', held_gate: 'hold', gate_status: 'hold', bii: 0.6 }), 'review.rejected', 'd');
+    const data = webhookDataOf(row('review', { action_id: 3, event_id: 3, outcome: 'rejected', note: 'no', reviewer: 'r', held_gate: 'hold', gate_status: 'hold', bii: 0.6 }), 1, 'd');
     expect(data).toEqual({ agent_id: 'a', action_id: 3, event_id: 3, gate_status: 'hold', bii: 0.6, reason: 'no', policy_digest: 'd', ledger_seq: 1, outcome: 'rejected', reviewer: 'r', held_gate: 'hold' });
   });
 });

@@ -1,5 +1,5 @@
 /** Escapes text for HTML element content and double-quoted attribute values. */
-export function esc(value: unknown): string {
+export function esc(value: string | number | boolean | null | undefined): string {
   return String(value ?? '')
     .replace(/&/g, '&amp;')
     .replace(/</g, '&lt;')

@@ -9,7 +9,7 @@ import { validate } from '../validate.js';
 export function agentRoutes(deps: AppDeps): Route[] {
   const register: Route['handler'] = async ({ key, body, connection }) => {
     const agent = validate(registerAgentBody, body);
-    const view = unwrap(await deps.bus.request({ type: 'agent.register', org: key.org, agent }, { abandoned: connection }));
+    const view = unwrap(await deps.commands.request({ type: 'agent.register', org: key.org, agent }, { abandoned: connection }));
     return { status: 201, body: view };
   };
   const ownAgentId = (raw: string | undefined): string => {
@@ -37,7 +37,7 @@ export function agentRoutes(deps: AppDeps): Route[] {
       handler: async ({ key, params, body, connection }) => {
         const id = ownAgentId(params.agent_id);
         const changes = validate(updateAgentBody, body);
-        return { body: unwrap(await deps.bus.request({ type: 'agent.update', org: key.org, agentId: id, changes }, { abandoned: connection })) };
+        return { body: unwrap(await deps.commands.request({ type: 'agent.update', org: key.org, agentId: id, changes }, { abandoned: connection })) };
       },
     },
   ];

@@ -45,7 +45,7 @@ export function exportRoutes(deps: AppDeps): Route[] {
         refuseOverQuota(deps, org, now);
         const bundle = buildOrgBundle(deps.ledger, deps.directory, { org, since_seq: req.since_seq, until_seq: req.until_seq, agents: req.agents }, new Date(now).toISOString());
         const recorded = unwrap(
-          await deps.bus.request({
+          await deps.commands.request({
             type: 'export.record',
             org,
             export: { manifest_sha256: bundle.manifestSha256, since_seq: req.since_seq, until_seq: req.until_seq, files: bundle.files.map((f) => f.name), agents: req.agents },

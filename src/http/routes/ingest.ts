@@ -8,7 +8,7 @@ import { validate } from '../validate.js';
 export function ingestRoutes(deps: AppDeps): Route[] {
   const ingest: Route['handler'] = async ({ key, body, connection }) => {
     const event = validate(ingestEventBody, body);
-    return { body: unwrap(await deps.bus.request({ type: 'event.ingest', org: key.org, event }, { abandoned: connection })) };
+    return { body: unwrap(await deps.commands.request({ type: 'event.ingest', org: key.org, event }, { abandoned: connection })) };
   };
   return collection({ method: 'post', path: '/events', auth: 'events:write', handler: ingest });
 }

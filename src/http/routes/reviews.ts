@@ -31,7 +31,7 @@ export function reviewRoutes(deps: AppDeps): Route[] {
         if (actionId === null) throw new VigilError('not_found', `no held action ${params.action_id ?? ''}`);
         const decision = validate(reviewDecisionBody, body);
         const reviewer = key.name ?? key.id;
-        return { body: unwrap(await deps.bus.request({ type: 'review.decide', org: key.org, actionId, decision, reviewer }, { abandoned: connection })) };
+        return { body: unwrap(await deps.commands.request({ type: 'review.decide', org: key.org, actionId, decision, reviewer }, { abandoned: connection })) };
       },
     },
   ];

@@ -1,5 +1,5 @@
 import { createStudioAgentBody, statusQuery, suggestBody } from '../../demo/schemas.js';
-import type { Studio } from '../../demo/studio.js';
+import type { Studio } from '../../services/studio.js';
 import { unwrap } from '../deps.js';
 import type { Route } from '../router.js';
 import { validate } from '../validate.js';

@@ -1,4 +1,4 @@
-import { webhookView } from '../../actors/webhook-registry.js';
+import { webhookView } from '../../services/webhook-registry.js';
 import { createWebhookBody } from '../../domain/schemas.js';
 import { VigilError } from '../../errors.js';
 import type { DeliveryRecord, WebhookRecord } from '../../store/webhook-store.js';

@@ -1,4 +1,5 @@
 import type { Database, RootDatabase } from 'lmdb';
+import type { LmdbEnv } from './lmdb-env.js';
 import { deliveryMonth, isBilledDelivery, type DeliveryRecord, type WebhookRecord, type WebhookStore } from './webhook-store.js';
 import { storeWrite } from './write-failure.js';
 
@@ -6,40 +7,41 @@ import { storeWrite } from './write-failure.js';
 type DeliveryKey = [string, number, number];
 
 /**
- * The webhook and delivery tables of the LMDB environment (LmdbStore holds one per opening of the
- * environment and hands WebhookStore calls to it). Every write is one transaction and waits for
- * the store's durability.
+ * LMDB adapter of WebhookStore: the webhook and delivery tables of the environment. Every write is
+ * one transaction and waits for the environment's durability.
  */
-export class LmdbWebhookTables implements WebhookStore {
-  private readonly webhooks: Database<WebhookRecord, [string, number]>;
-  private readonly deliveries: Database<DeliveryRecord, DeliveryKey>;
+export class LmdbWebhookStore implements WebhookStore {
+  private root!: RootDatabase;
+  private webhooks!: Database<WebhookRecord, [string, number]>;
+  private deliveries!: Database<DeliveryRecord, DeliveryKey>;
   /** The keys of queued deliveries only, so a start finds them without reading every delivery. */
-  private readonly deliveryQueue: Database<number, DeliveryKey>;
-  private readonly deliveryCursorsDb: Database<number, string>;
+  private deliveryQueue!: Database<number, DeliveryKey>;
+  private deliveryCursorsDb!: Database<number, string>;
   /**
    * Billed deliveries per [org, month]. Kept here, in the transaction that writes the deliveries,
    * rather than in the usage meter: whether a delivery exists depends on which webhooks were active
    * and subscribed when its record committed, and whether it is billed on whether it was cancelled
    * before an attempt; neither is in the ledger, so a meter rebuilt from the ledger could not tell.
    */
-  private readonly deliveryUsage: Database<number, [string, string]>;
+  private deliveryUsage!: Database<number, [string, string]>;
 
-  constructor(
-    private readonly root: RootDatabase,
-    private readonly durable: () => Promise<void>,
-  ) {
-    this.webhooks = root.openDB<WebhookRecord, [string, number]>({ name: 'webhooks' });
-    this.deliveries = root.openDB<DeliveryRecord, DeliveryKey>({ name: 'deliveries' });
-    this.deliveryQueue = root.openDB<number, DeliveryKey>({ name: 'delivery_queue' });
-    this.deliveryCursorsDb = root.openDB<number, string>({ name: 'delivery_cursors' });
-    this.deliveryUsage = root.openDB<number, [string, string]>({ name: 'delivery_usage' });
+  constructor(private readonly env: LmdbEnv) {
+    env.attach((root) => {
+      this.root = root;
+      this.webhooks = root.openDB<WebhookRecord, [string, number]>({ name: 'webhooks' });
+      this.deliveries = root.openDB<DeliveryRecord, DeliveryKey>({ name: 'deliveries' });
+      this.deliveryQueue = root.openDB<number, DeliveryKey>({ name: 'delivery_queue' });
+      this.deliveryCursorsDb = root.openDB<number, string>({ name: 'delivery_cursors' });
+      this.deliveryUsage = root.openDB<number, [string, string]>({ name: 'delivery_usage' });
+    });
+    if (!env.readOnly) this.seedDeliveryUsage();
   }
 
   /**
    * A data dir written before delivery_usage existed has deliveries and no counters: count them
    * once. Every month with a delivery gets a key (0 included), so this never runs twice.
    */
-  seedDeliveryUsage(): void {
+  private seedDeliveryUsage(): void {
     if (this.deliveryUsage.getKeysCount() > 0 || this.deliveries.getKeysCount() === 0) return;
     const counts = new Map<string, number>();
     for (const { value: d } of this.deliveries.getRange({})) {
@@ -57,7 +59,7 @@ export class LmdbWebhookTables implements WebhookStore {
 
   async putWebhook(webhook: WebhookRecord): Promise<void> {
     await storeWrite(this.webhooks.put([webhook.org, webhook.id], webhook));
-    await this.durable();
+    await this.env.flushed();
   }
 
   async putDeliveries(deliveries: readonly DeliveryRecord[], cursors?: ReadonlyMap<string, number>): Promise<void> {
@@ -75,7 +77,7 @@ export class LmdbWebhookTables implements WebhookStore {
       }
       if (cursors !== undefined) for (const [org, seq] of cursors) void this.deliveryCursorsDb.put(org, seq);
     }));
-    await this.durable();
+    await this.env.flushed();
   }
 
   listDeliveries(org: string, webhookId: number, limit: number): DeliveryRecord[] {

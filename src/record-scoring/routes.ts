@@ -1,14 +1,14 @@
 import { randomBytes } from 'node:crypto';
-import { hashKey } from '../../domain/keys.js';
-import { describePhi, findPhi, PhiIdentifier } from '../../domain/phi.js';
-import { RUBRIC_V1 } from '../../domain/record-rubric.js';
-import { issueKeyBody, scoreRecordBody } from '../../domain/record-schemas.js';
-import { scoreRecord } from '../../domain/record-score.js';
-import { bearerSandboxKey, formatSandboxKey, SANDBOX_LIMIT } from '../../domain/sandbox-keys.js';
-import { VigilError } from '../../errors.js';
-import type { ScoringKeyStore } from '../../store/scoring-key-store.js';
-import type { Route } from '../router.js';
-import { validate } from '../validate.js';
+import { hashKey } from '../domain/keys.js';
+import { describePhi, findPhi, PhiIdentifier } from './phi.js';
+import { RUBRIC_V1 } from './rubric.js';
+import { issueKeyBody, scoreRecordBody } from './schemas.js';
+import { scoreRecord } from './score.js';
+import { bearerSandboxKey, formatSandboxKey, SANDBOX_LIMIT } from './sandbox-keys.js';
+import { VigilError } from '../errors.js';
+import type { ScoringKeyStore } from './key-store.js';
+import type { Route } from '../http/router.js';
+import { validate } from '../http/validate.js';
 
 export interface RecordScoringDeps {
   store: ScoringKeyStore;

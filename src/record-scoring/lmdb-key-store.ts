@@ -1,7 +1,7 @@
 import type { Database } from 'lmdb';
-import type { LmdbStore } from './lmdb.js';
-import type { IssueOutcome, ScoringKeyRecord, ScoringKeyStore, UseOutcome } from './scoring-key-store.js';
-import { storeWrite } from './write-failure.js';
+import type { LmdbEnv } from '../store/lmdb-env.js';
+import type { IssueOutcome, ScoringKeyRecord, ScoringKeyStore, UseOutcome } from './key-store.js';
+import { storeWrite } from '../store/write-failure.js';
 
 /**
  * LMDB adapter of ScoringKeyStore: two named tables of the service's environment, keys by hash and
@@ -13,7 +13,7 @@ export class LmdbScoringKeyStore implements ScoringKeyStore {
   private readonly keys: Database<ScoringKeyRecord, string>;
   private readonly emails: Database<string, string>;
 
-  constructor(private readonly store: LmdbStore) {
+  constructor(private readonly store: LmdbEnv) {
     this.keys = store.table<string, ScoringKeyRecord>('scoring_keys');
     this.emails = store.table<string, string>('scoring_key_emails');
   }

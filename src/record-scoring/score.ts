@@ -1,7 +1,7 @@
-import { canonicalize } from './jcs.js';
-import { sha256 } from './ledger.js';
-import { DIMENSIONS, tierOf, type Dimension, type Rubric, type Tier } from './record-rubric.js';
-import type { ScoreRecord } from './record-schemas.js';
+import { canonicalize } from '../domain/jcs.js';
+import { sha256 } from '../domain/ledger.js';
+import { DIMENSIONS, tierOf, type Dimension, type Rubric, type Tier } from './rubric.js';
+import type { ScoreRecord } from './schemas.js';
 
 /**
  * Record scoring, a pure function of (record, rubric, today). Each dimension is a number in [0, 1]

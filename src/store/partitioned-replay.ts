@@ -3,13 +3,15 @@ import { Worker } from 'node:worker_threads';
 import { Layout, LAYOUT_SLOTS } from '../domain/ledger-batch.js';
 import type { LedgerRow } from '../domain/ledger.js';
 import type { Policy } from '../domain/policy.js';
-import { decodeRow, readLayout } from '../store/row-codec.js';
-import type { LmdbStore } from '../store/lmdb.js';
-import { AgentDirectory, mergeDirectories, type DirectorySnapshot } from './agent-directory.js';
-import { ExportLog, mergeExportLogs, type ExportLogSnapshot } from './export-log.js';
-import { mergeWriterSnapshots, OrgRecovery, type WriterSnapshot } from './org-recovery.js';
-import { mergeReviewQueues, ReviewQueue, type ReviewQueueSnapshot } from './review-queue.js';
-import { mergeMeters, UsageMeter, type MeterSnapshot } from './usage-meter.js';
+import { decodeRow, readLayout } from './row-codec.js';
+import type { LmdbEnv } from './lmdb-env.js';
+import type { LmdbLedger } from './lmdb-ledger.js';
+import type { BulkReplay, OrgRebuild, ReplayJob } from '../actors/rebuild.js';
+import { AgentDirectory, mergeDirectories } from '../actors/agent-directory.js';
+import { ExportLog, mergeExportLogs } from '../actors/export-log.js';
+import { mergeWriterSnapshots, OrgRecovery } from '../actors/org-recovery.js';
+import { mergeReviewQueues, ReviewQueue } from '../actors/review-queue.js';
+import { mergeMeters, UsageMeter } from '../actors/usage-meter.js';
 
 /**
  * Start-up replay of large ledgers cut by agent across threads (embedded mode).
@@ -21,23 +23,8 @@ import { mergeMeters, UsageMeter, type MeterSnapshot } from './usage-meter.js';
  * decodes and folds only its own agents' (exports go to part 0), with the very consumers the live
  * path uses. The parts' states are then joined into what one replay would have built (tested
  * against it). Only orgs whose replay would start at their first row are replayed this way; the
- * bus carries every row after the replayed tail, as usual.
+ * ledger log's replay carries every row after the replayed tail, as usual.
  */
-
-/** What a replay rebuilds for one org: the writer's state and each projection's. */
-export interface OrgRebuild {
-  writer: WriterSnapshot;
-  directory: DirectorySnapshot;
-  reviews: ReviewQueueSnapshot;
-  meter: MeterSnapshot;
-  exports: ExportLogSnapshot;
-}
-
-/** One org to replay: its rows 1..to. */
-export interface ReplayJob {
-  org: string;
-  to: number;
-}
 
 /** What a worker is given: one part of every job, read-only from the data dir. */
 export interface PartJob {
@@ -49,9 +36,9 @@ export interface PartJob {
 }
 
 /** Read access a part needs: raw rows in order. */
-export type RawLedger = Pick<LmdbStore, 'scanRaw'>;
+export type RawLedger = Pick<LmdbLedger, 'scanRaw'>;
 
-/** Rows decoded and folded at once (the bus's chunk size). */
+/** Rows decoded and folded at once (the ledger log's chunk size). */
 const CHUNK = 1024;
 
 /** How a partitioned replay runs; the defaults suit production, tests change them. */
@@ -67,11 +54,38 @@ export interface ReplayOptions {
   workerModule?: string;
 }
 
+/** Below this many rows, threads cost more than they save. */
+const PARTITIONED_REPLAY_FROM = 50_000;
+
+/**
+ * The bulk replay of embedded mode. Once it has read the whole ledger it reopens the environment,
+ * which lets LMDB's cached mappings of it go (see LmdbEnv.reopen).
+ */
+export class PartitionedReplay implements BulkReplay {
+  readonly from: number;
+
+  constructor(
+    private readonly env: LmdbEnv,
+    private readonly ledger: LmdbLedger,
+    private readonly options: ReplayOptions & { from?: number | undefined } = {},
+  ) {
+    this.from = options.from ?? PARTITIONED_REPLAY_FROM;
+  }
+
+  async replay(jobs: ReplayJob[], policy: Policy): Promise<Map<string, OrgRebuild>> {
+    try {
+      return await replayPartitioned(this.ledger, jobs, policy, this.options);
+    } finally {
+      await this.env.reopen();
+    }
+  }
+}
+
 /**
  * Replays the given orgs from the ledger, cut into parts by agent (this thread does part 0,
  * workers the others), and returns each org's rebuilt state as of its `to`.
  */
-export async function replayPartitioned(store: LmdbStore, jobs: ReplayJob[], policy: Policy, options: ReplayOptions = {}): Promise<Map<string, OrgRebuild>> {
+export async function replayPartitioned(store: LmdbLedger, jobs: ReplayJob[], policy: Policy, options: ReplayOptions = {}): Promise<Map<string, OrgRebuild>> {
   const parts = Math.max(1, Math.floor(options.parts ?? defaultParts()) || 1);
   const workers: PartWorker[] = [];
   let all: OrgRebuild[][];
@@ -138,7 +152,8 @@ export function mergeParts(parts: readonly OrgRebuild[], tail: LedgerRow): OrgRe
   const head = tail.chainHash.toString('hex');
   const each = <K extends keyof OrgRebuild>(key: K): OrgRebuild[K][] => parts.map((p) => p[key]);
   return {
-    writer: mergeWriterSnapshots(each('writer'), { seq: tail.seq, head: Buffer.from(tail.chainHash), ms: Date.parse(tail.recordedAt) }),
+    // LMDB's fence is the org's last seq.
+    writer: mergeWriterSnapshots(each('writer'), { seq: tail.seq, fence: tail.seq, head: Buffer.from(tail.chainHash), ms: Date.parse(tail.recordedAt) }),
     directory: mergeDirectories(each('directory'), head, tail.seq),
     reviews: mergeReviewQueues(each('reviews'), head, tail.seq),
     meter: mergeMeters(each('meter'), head, tail.seq),
@@ -166,7 +181,7 @@ interface PartWorker {
   result: Promise<OrgRebuild[]>;
 }
 
-const WORKER_MODULE = './actors/replay-worker.ts';
+const WORKER_MODULE = './store/replay-worker.ts';
 
 /** Runs one part in a worker thread that exits when done. */
 function startWorker(job: PartJob, module: string): PartWorker {

@@ -1,27 +1,27 @@
 import { randomBytes } from 'node:crypto';
 import type { AgentDirectory } from '../actors/agent-directory.js';
-import type { Bus } from '../bus/bus.js';
+import type { CommandRouter } from '../bus/command-router.js';
 import type { Refusal } from '../bus/messages.js';
 import { ensureError } from '../errors.js';
-import { chatEvent, chatResult, type ChatInput, type ChatResult } from './chat.js';
-import { FallbackModel, type DemoLog, type Generated } from './fallback.js';
-import type { LanguageModel, SuggestInput, Suggestion } from './language-model.js';
-import { matchAction } from './match-action.js';
-import type { CreateStudioAgent } from './schemas.js';
-import { seedAgent } from './seeds.js';
-import { chatEndpoint, seedAgentId, studioAgentId, StudioDomain, transition, type StudioAgent, type StudioStatus } from './studio-agent.js';
-import type { StudioAgentStore } from './studio-store.js';
-import { TemplateModel } from './template-model.js';
+import { chatEvent, chatResult, type ChatInput, type ChatResult } from '../demo/chat.js';
+import { FallbackModel, type DemoLog, type Generated } from '../demo/fallback.js';
+import type { LanguageModel, SuggestInput, Suggestion } from '../demo/language-model.js';
+import { matchAction } from '../demo/match-action.js';
+import type { CreateStudioAgent } from '../demo/schemas.js';
+import { seedAgent } from '../demo/seeds.js';
+import { chatEndpoint, seedAgentId, studioAgentId, StudioDomain, transition, type StudioAgent, type StudioStatus } from '../demo/studio-agent.js';
+import type { StudioAgentStore } from '../demo/studio-store.js';
+import { TemplateModel } from '../demo/template-model.js';
 
 export type { ChatInput, ChatResult, DemoLog, Generated };
-export { FORBIDDEN_REQUEST_DTI } from './chat.js';
+export { FORBIDDEN_REQUEST_DTI } from '../demo/chat.js';
 
 export type Outcome<T> = { ok: true; value: T } | Refusal;
 
 const SEED_RETRY_MS = 60_000;
 
 export interface StudioOptions {
-  bus: Pick<Bus, 'request'>;
+  commands: Pick<CommandRouter, 'request'>;
   directory: Pick<AgentDirectory, 'get'>;
   store: StudioAgentStore;
   /** The configured provider; the built-in generator answers whenever it fails. */
@@ -53,7 +53,7 @@ export interface ChatInfo {
 
 /**
  * Demo mode's studio: studio agents (spec 2.9) and chat with them (2.10). Each studio agent is
- * also a ledger agent of kind `sandbox` with the same agent_id, registered through the bus; each
+ * also a ledger agent of kind `sandbox` with the same agent_id, registered through the command router; each
  * chat reply is an `output_generated` event of it, scored and recorded like any other.
  *
  * Concurrency: writes (seeding, create, status changes) are serialized per org, so ids are
@@ -139,7 +139,7 @@ export class Studio {
       if (!moved.ok) return { ok: false, code: moved.code, message: moved.message };
       if (!moved.changed) return { ok: true, value: moved.agent };
       if (status === 'retired') {
-        const reply = await this.o.bus.request({ type: 'agent.update', org, agentId, changes: { is_active: false } });
+        const reply = await this.o.commands.request({ type: 'agent.update', org, agentId, changes: { is_active: false } });
         // Already retired in the ledger (by an admin): the studio follows.
         if (!reply.ok && reply.code !== 'conflict') return reply;
       }
@@ -177,7 +177,7 @@ export class Studio {
     };
     const generated = await this.models.reply({ agent: card, history: input.history, message: input.message, forbidden });
     const event = chatEvent(agentId, input, { text: generated.value, provider: generated.provider }, forbidden, actor);
-    const reply = await this.o.bus.request({ type: 'event.ingest', org, event });
+    const reply = await this.o.commands.request({ type: 'event.ingest', org, event });
     if (!reply.ok) return reply;
     const result = chatResult(agent, generated.value, reply.value);
     return { ok: true, value: { result, generated } };
@@ -220,7 +220,7 @@ export class Studio {
 
   /** Registers the ledger agent, then stores the studio agent with the next id (caller holds the org). */
   private async register(org: string, fields: Omit<StudioAgent, 'id' | 'created_at'>): Promise<Outcome<StudioAgent>> {
-    const reply = await this.o.bus.request({
+    const reply = await this.o.commands.request({
       type: 'agent.register',
       org,
       agent: { agent_id: fields.agent_id, name: fields.name, kind: 'sandbox', observed: true },

@@ -1,9 +1,9 @@
 import { randomBytes } from 'node:crypto';
-import { DEFAULT_PLAN, PLANS, planNamed, type Plan } from './domain/billing.js';
-import { formatKey, hashKey, sameDigest } from './domain/keys.js';
-import { Scope, orgSlug } from './domain/schemas.js';
-import { VigilError } from './errors.js';
-import type { KeyRecord, OrgRecord, RegistryStore } from './store/registry-store.js';
+import { DEFAULT_PLAN, PLANS, planNamed, type Plan } from '../domain/billing.js';
+import { formatKey, hashKey, sameDigest } from '../domain/keys.js';
+import { Scope, orgSlug } from '../domain/schemas.js';
+import { VigilError } from '../errors.js';
+import type { KeyRecord, OrgRecord, RegistryStore } from '../store/registry-store.js';
 
 const MAX_CACHED_KEYS = 10_000;
 

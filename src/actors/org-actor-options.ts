@@ -1,0 +1,29 @@
+import type { LedgerRow } from '../domain/ledger.js';
+import type { Sha256Chain } from '../domain/ledger-batch.js';
+import type { WriterLimits } from '../domain/org-state.js';
+import type { Policy } from '../domain/policy.js';
+import type { Logger } from '../log.js';
+
+/** How an org's writer is set up (the same for every org of a node). */
+export interface OrgActorOptions {
+  policy: Policy;
+  policyDigest: string;
+  /** Milliseconds since the epoch; injected so tests and replays control time. */
+  now: () => number;
+  /** The native batch hasher (store/batch-hash.ts), or null to hash with node:crypto. */
+  sha256Chain?: Sha256Chain | null;
+  /** Commands waiting beyond this are refused with `overloaded` (HTTP 429). */
+  maxPending: number;
+  /** Batches committed but not yet durable at once (group commit pipelining). */
+  maxInflight?: number;
+  /** Where the writer says what went wrong (failed appends, refused commands, damage). */
+  log: Logger;
+  /** The org's plan limits in force at `nowMs` (read once per batch). */
+  limits?: (org: string, nowMs: number) => WriterLimits;
+  /**
+   * What must be stored because of a committed batch before its commands are answered (webhook
+   * deliveries). Called once per appended batch, in seq order; the answers wait for its promise,
+   * and a failure it reports is logged, not turned into a refusal: the rows are already durable.
+   */
+  afterAppend?: (org: string, rows: readonly LedgerRow[]) => Promise<unknown> | undefined;
+}

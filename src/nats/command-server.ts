@@ -1,0 +1,147 @@
+import type { Msg, NatsConnection, Subscription } from '@nats-io/transport-node';
+import type { CommandHandler, ServeOptions } from '../bus/command-router.js';
+import type { Logger } from '../log.js';
+import { decodeRequest, encodeWire, type WireAnswer } from './command-wire.js';
+
+interface Served {
+  handler: CommandHandler;
+  owns: (org: string) => boolean;
+}
+
+/** A command this node took, keyed by its reply subject (unique per request and attempt). */
+interface Taken {
+  deadline: number;
+  /** Passed to the handler; set when the requester says its caller is gone. */
+  abandoned: { aborted: boolean };
+  /** The encoded final answer once the handler settled, sent again to a re-sent request. */
+  answer: Uint8Array | null;
+}
+
+export interface CommandServerOptions {
+  /** Subject prefix; commands come on `<prefix>.<partition>`. */
+  prefix: string;
+  /** How often an owner tells requesters it is still deciding their commands. */
+  heartbeatMs: number;
+  /**
+   * An owner takes a command only with at least this long left before its deadline, so its
+   * `accepted` reaches the requester before the requester gives up and answers `unavailable`.
+   */
+  acceptMarginMs: number;
+  now: () => number;
+  log?: Logger;
+}
+
+const ACCEPTED = encodeWire({ t: 'accepted' });
+const WORKING = encodeWire({ t: 'working' });
+
+/**
+ * The serving side of NatsCommandRouter: while any handler serves, one subscription to
+ * `<prefix>.*` in no queue group, so every serving node sees every command and only the one
+ * whose `owns(org)` holds answers; the others stay silent. Ownership is a per-org predicate that
+ * changes (leases), and answering from the predicate at delivery time needs no (un)subscribing
+ * in step with it; the cost is that each command reaches every serving node (N small).
+ *
+ * Handlers are called synchronously in delivery order, so commands published in order on one
+ * connection reach the handler in that order. A re-sent request (same reply subject) is taken
+ * once: it gets `accepted` again, or the final answer if there is one; a re-send saying the caller
+ * is gone marks the command abandoned for the handler, which refuses it if not yet decided.
+ */
+export class CommandServer {
+  private served: Served[] = [];
+  private subscription: Subscription | null = null;
+  private readonly taken = new Map<string, Taken>();
+  private heartbeat: ReturnType<typeof setInterval> | null = null;
+
+  constructor(
+    private readonly nc: NatsConnection,
+    private readonly options: CommandServerOptions,
+  ) {}
+
+  add(handler: CommandHandler, options: ServeOptions): () => void {
+    const entry: Served = { handler, owns: options.owns };
+    this.served.push(entry);
+    if (this.subscription === null) {
+      this.subscription = this.nc.subscribe(`${this.options.prefix}.*`, { callback: (error, msg) => (error === null ? this.take(msg) : undefined) });
+    }
+    if (this.heartbeat === null) {
+      this.heartbeat = setInterval(() => this.beat(), this.options.heartbeatMs);
+      this.heartbeat.unref();
+    }
+    return () => {
+      this.served = this.served.filter((s) => s !== entry);
+      // With no handler left, requests meet "no responders" at once instead of silence.
+      if (this.served.length === 0) this.stop();
+    };
+  }
+
+  /** Stops taking commands; commands already taken still get their answers. */
+  stop(): void {
+    this.served = [];
+    this.subscription?.unsubscribe();
+    this.subscription = null;
+  }
+
+  private take(msg: Msg): void {
+    const reply = msg.reply;
+    if (reply === undefined || reply === '') return;
+    const request = decodeRequest(msg.data);
+    if (request === null) {
+      this.options.log?.warn({ subject: msg.subject }, 'command router: an undecodable command was dropped');
+      return;
+    }
+    const known = this.taken.get(reply);
+    if (known !== undefined) {
+      // The same request again: a re-send, or the requester telling that its caller is gone.
+      if (request.abandoned) known.abandoned.aborted = true;
+      return this.send(reply, known.answer ?? ACCEPTED);
+    }
+    const owner = this.served.find((s) => s.owns(request.command.org));
+    if (owner === undefined) return;
+    if (request.deadline - this.options.now() < this.options.acceptMarginMs) return;
+    const entry: Taken = { deadline: request.deadline, abandoned: { aborted: request.abandoned }, answer: null };
+    this.taken.set(reply, entry);
+    this.send(reply, ACCEPTED);
+    void this.decide(owner, request.command, request.deadline, entry.abandoned).then((answer) => {
+      const notOwner = answer.t === 'reply' && !answer.reply.ok && answer.reply.code === 'not_owner';
+      // Nothing was decided: a re-send of this request may be taken afresh (by whichever node owns it then).
+      if (notOwner) this.taken.delete(reply);
+      else entry.answer = encodeWire(answer);
+      this.send(reply, entry.answer ?? encodeWire(answer));
+    });
+  }
+
+  private async decide(owner: Served, command: Parameters<CommandHandler>[0], deadline: number, abandoned: { aborted: boolean }): Promise<WireAnswer> {
+    try {
+      return { t: 'reply', reply: await owner.handler(command, { deadline, abandoned }) };
+    } catch (error) {
+      this.options.log?.error({ err: error, org: command.org }, 'command router: a handler threw');
+      return { t: 'error', message: error instanceof Error ? error.message : String(error) };
+    }
+  }
+
+  /** Tells requesters of commands being decided that this owner lives; forgets answered ones past their deadline. */
+  private beat(): void {
+    const now = this.options.now();
+    for (const [reply, entry] of this.taken) {
+      if (entry.answer === null) this.send(reply, WORKING);
+      else if (now > entry.deadline + this.options.heartbeatMs) this.taken.delete(reply);
+    }
+    if (this.subscription === null && this.taken.size === 0) this.close();
+  }
+
+  private send(reply: string, data: Uint8Array): void {
+    if (this.nc.isClosed()) return;
+    try {
+      this.nc.publish(reply, data);
+    } catch (error) {
+      this.options.log?.warn({ err: error }, 'command router: an answer could not be sent');
+    }
+  }
+
+  /** Stops serving and heartbeats at once (the router closes). */
+  close(): void {
+    this.stop();
+    if (this.heartbeat !== null) clearInterval(this.heartbeat);
+    this.heartbeat = null;
+  }
+}

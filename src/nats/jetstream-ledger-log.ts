@@ -1,0 +1,171 @@
+import { jetstream, jetstreamManager, JetStreamApiCodes, JetStreamApiError, type JetStreamClient, type JetStreamManager, type MsgRequest, type PubAck } from '@nats-io/jetstream';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import type { LedgerRow } from '../domain/ledger.js';
+import type { AppendOutcome, BatchHandler, CommittedBatch, Fence, LedgerCapability, LedgerLog, Position, Subscription } from '../bus/ledger-log.js';
+import type { Logger } from '../log.js';
+import { decodeBatch, encodeBatch, sameBatch, unpackBatch } from './batch-codec.js';
+import { ensureLedgerStream, LEDGER_STREAM, ledgerSubject, type LedgerStreamNames } from './ledger-stream.js';
+import { LedgerFeed } from './ledger-subscription.js';
+
+export interface JetStreamLedgerLogOptions extends Partial<LedgerStreamNames> {
+  /** Replicas of the stream when this log creates it (DESIGN §8: VIGIL_NATS_REPLICAS). Default 1. */
+  replicas?: number;
+  /** How long an append waits for the stream's ack, in ms. Default 5000. */
+  timeoutMs?: number;
+  log: Logger;
+}
+
+/**
+ * JetStream's position: the stream sequence a replay starts at, and what the subscriber holds
+ * per org (whole batches it holds are not handed again, held rows are cut from the rest).
+ */
+export interface JetStreamPosition extends Position {
+  adapter: 'jetstream';
+  startSeq: number;
+  held: ReadonlyMap<string, number>;
+}
+
+const CONFLICT: AppendOutcome = { ok: false, reason: 'conflict' };
+
+/**
+ * The ledger log of cluster mode (DESIGN §8): the `VIGIL_LEDGER` stream, one message per
+ * committed batch of one org on `vigil.ledger.<org>`, with `Nats-Msg-Id: <org>:<first seq>` and
+ * `Nats-Expected-Last-Subject-Sequence` = the fence, which is the stream sequence of the org's
+ * previous batch (0: none). JetStream refuses a stale or second writer; an append resolves once
+ * the stream leader has stored the batch on a quorum of replicas (its fsync is the server's).
+ *
+ * Duplicates: JetStream checks the msg id before the fence, so a publish whose id is already
+ * stored (within the stream's duplicate window, 2 minutes by default) is acked with the stored
+ * message's sequence whatever its fence. Such an append is the same append retried (its ack was
+ * lost) only if the stored batch holds the same rows, byte for byte, and is still the org's last:
+ * then it is ok with the stored sequence; anything else is a conflict. A retry after the window
+ * meets the fence and is a conflict; the writer then reads its rows back like any new owner.
+ *
+ * No capabilities: on nats-server 2.9 there is no atomic batch publish and a fence is known only
+ * from the ack, so appends of one org go one at a time; subscribers are fed by a consumer, after
+ * the append resolves, not before.
+ *
+ * Connection: `open` borrows one (the runtime shares it with KV and the command router; `close`
+ * stops only what this log started), `connect` makes one the log owns and drains on `close`.
+ */
+export class JetStreamLedgerLog implements LedgerLog {
+  readonly capabilities: readonly LedgerCapability[] = [];
+  private readonly subscriptions = new Set<LedgerFeed>();
+  private closed = false;
+
+  private constructor(
+    private readonly nc: NatsConnection,
+    private readonly js: JetStreamClient,
+    private readonly jsm: JetStreamManager,
+    private readonly names: LedgerStreamNames,
+    private readonly options: JetStreamLedgerLogOptions,
+    private readonly ownsConnection: boolean,
+  ) {}
+
+  /** A log over a connection the caller keeps (and closes after this log). Creates the stream if absent. */
+  static open(nc: NatsConnection, options: JetStreamLedgerLogOptions): Promise<JetStreamLedgerLog> {
+    return JetStreamLedgerLog.create(nc, options, false);
+  }
+
+  /** A log with its own connection to `servers`, drained and closed with it. */
+  static async connect(servers: string[], options: JetStreamLedgerLogOptions): Promise<JetStreamLedgerLog> {
+    const nc = await connect({ servers, maxReconnectAttempts: -1 });
+    try {
+      return await JetStreamLedgerLog.create(nc, options, true);
+    } catch (error) {
+      await nc.close();
+      throw error;
+    }
+  }
+
+  private static async create(nc: NatsConnection, options: JetStreamLedgerLogOptions, owns: boolean): Promise<JetStreamLedgerLog> {
+    const names: LedgerStreamNames = { stream: options.stream ?? LEDGER_STREAM.stream, subjectPrefix: options.subjectPrefix ?? LEDGER_STREAM.subjectPrefix };
+    const timeout = options.timeoutMs ?? 5000;
+    const jsm = await jetstreamManager(nc, { timeout });
+    await ensureLedgerStream(jsm, names, options.replicas ?? 1, options.log);
+    return new JetStreamLedgerLog(nc, jetstream(nc, { timeout }), jsm, names, options, owns);
+  }
+
+  async append(org: string, rows: readonly LedgerRow[], expected: Fence): Promise<AppendOutcome> {
+    const first = rows[0];
+    if (first === undefined) return { ok: true, fence: expected };
+    const subject = ledgerSubject(this.names, org);
+    const payload = encodeBatch(rows);
+    const max = this.nc.info?.max_payload;
+    if (max !== undefined && payload.byteLength > max) {
+      // One message per batch: a writer must keep its batches under the server's max_payload.
+      throw new Error(`a ledger batch of ${rows.length} rows is ${payload.byteLength} bytes, over the server's max_payload of ${max}`);
+    }
+    let ack: PubAck;
+    try {
+      ack = await this.js.publish(subject, payload, { msgID: `${org}:${first.seq}`, expect: { lastSubjectSequence: expected } });
+    } catch (error) {
+      if (error instanceof JetStreamApiError && error.code === JetStreamApiCodes.StreamWrongLastSequence) return CONFLICT;
+      throw error;
+    }
+    if (!ack.duplicate) return { ok: true, fence: ack.seq };
+    const last = await this.jsm.streams.getMessage(this.names.stream, { last_by_subj: subject });
+    const same = last !== null && last.seq === ack.seq && sameBatch(unpackBatch(last.data), unpackBatch(payload));
+    return same ? { ok: true, fence: ack.seq } : CONFLICT;
+  }
+
+  fenceAfter(_rows: readonly LedgerRow[]): Fence {
+    throw new Error('JetStreamLedgerLog cannot foretell a fence (no pipelined-appends): it is the stream sequence the ack returns');
+  }
+
+  /**
+   * The org's batches from the one holding `fromSeq`, each with its stream sequence as fence. One
+   * message get per batch, answered by the stream leader, so a read after an append sees it.
+   */
+  async *read(org: string, fromSeq: number): AsyncIterable<CommittedBatch> {
+    const subject = ledgerSubject(this.names, org);
+    for (let seq = 1; ; ) {
+      // The server has answered `next_by_subj` since 2.9; the client's MsgRequest type omits it.
+      const query = { next_by_subj: subject, seq } as unknown as MsgRequest;
+      const message = await this.jsm.streams.getMessage(this.names.stream, query);
+      if (message === null) return;
+      const batch = unpackBatch(message.data);
+      seq = message.seq + 1;
+      if (batch.first + batch.rows.length <= fromSeq) continue;
+      yield { org, rows: decodeBatch(batch, fromSeq), fence: message.seq };
+    }
+  }
+
+  /**
+   * From the start of the stream, skipping batches the holder has whole. Tighter would need the
+   * holder to keep a stream sequence below which it has applied everything (its replica's
+   * watermark); per-org row seqs cannot name one, since an org the holder lacks may start anywhere.
+   */
+  positionAfter(held: ReadonlyMap<string, number>): Position {
+    const position: JetStreamPosition = { adapter: 'jetstream', startSeq: 1, held: new Map(held) };
+    return position;
+  }
+
+  async subscribe(handler: BatchHandler, from: Position): Promise<Subscription> {
+    if (from.adapter !== 'jetstream') throw new Error(`JetStreamLedgerLog: a position of ${from.adapter} is not one of this log`);
+    if (this.closed) throw new Error('JetStreamLedgerLog is closed');
+    const live = await LedgerFeed.open({
+      js: this.js,
+      jsm: this.jsm,
+      stream: this.names.stream,
+      subjectPrefix: this.names.subjectPrefix,
+      from: from as JetStreamPosition,
+      handler,
+      log: this.options.log,
+      onEnd: (s) => this.subscriptions.delete(s),
+    });
+    if (this.closed) {
+      await live.stop(); // closed while its replay ran
+      throw new Error('JetStreamLedgerLog is closed');
+    }
+    this.subscriptions.add(live);
+    return { unsubscribe: () => void live.stop() };
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await Promise.all([...this.subscriptions].map((s) => s.stop()));
+    if (this.ownsConnection) await this.nc.drain();
+  }
+}

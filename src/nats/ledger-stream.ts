@@ -1,0 +1,56 @@
+import { JetStreamApiError, StorageType, type JetStreamManager, type StreamConfig } from '@nats-io/jetstream';
+import type { Logger } from '../log.js';
+
+/** Where the ledger lives (DESIGN §8); tests pass their own names so cases do not meet. */
+export interface LedgerStreamNames {
+  /** Default `VIGIL_LEDGER`. */
+  stream: string;
+  /** Default `vigil.ledger`: org `acme` publishes on `vigil.ledger.acme`. */
+  subjectPrefix: string;
+}
+
+export const LEDGER_STREAM: LedgerStreamNames = { stream: 'VIGIL_LEDGER', subjectPrefix: 'vigil.ledger' };
+
+/** The server's code for "stream name already in use with a different configuration". */
+const STREAM_NAME_IN_USE = 10058;
+
+/** An org names one subject token: the org slug rule (domain/schemas.ts) keeps it one. */
+const TOKEN = /^[A-Za-z0-9_-]+$/;
+
+export function ledgerSubject(names: LedgerStreamNames, org: string): string {
+  if (!TOKEN.test(org)) throw new Error(`org ${JSON.stringify(org)} cannot name a ledger subject`);
+  return `${names.subjectPrefix}.${org}`;
+}
+
+/**
+ * Creates the ledger stream, or accepts the one there if it keeps what the log relies on: its
+ * subjects, file storage, and no deleting or purging of messages (a committed batch is never
+ * taken back, and the fences of later batches point past it). Creating an identical stream is a
+ * no-op, so nodes starting together may all call this.
+ */
+export async function ensureLedgerStream(jsm: JetStreamManager, names: LedgerStreamNames, replicas: number, log: Logger): Promise<void> {
+  const config = {
+    name: names.stream,
+    subjects: [`${names.subjectPrefix}.>`],
+    storage: StorageType.File,
+    num_replicas: replicas,
+    deny_delete: true,
+    deny_purge: true,
+  } satisfies Partial<StreamConfig>;
+  try {
+    await jsm.streams.add(config);
+  } catch (error) {
+    if (!(error instanceof JetStreamApiError) || error.code !== STREAM_NAME_IN_USE) throw error;
+    const existing = (await jsm.streams.info(names.stream)).config;
+    const kept =
+      existing.subjects?.length === 1 &&
+      existing.subjects[0] === config.subjects[0] &&
+      existing.storage === StorageType.File &&
+      existing.deny_delete &&
+      existing.deny_purge;
+    if (!kept) throw new Error(`stream ${names.stream} exists with a configuration the ledger cannot use (subjects, storage, deny_delete, deny_purge)`, { cause: error });
+    if (existing.num_replicas !== replicas) {
+      log.warn({ stream: names.stream, replicas: existing.num_replicas, configured: replicas }, 'ledger stream kept with its own replica count');
+    }
+  }
+}

@@ -1,0 +1,80 @@
+import { mkdirSync } from 'node:fs';
+import { open, type Database, type Key, type RootDatabase } from 'lmdb';
+import { storeWrite } from './write-failure.js';
+
+export type Durability = 'sync' | 'process';
+
+/**
+ * One LMDB environment (the data dir): the tables of every LMDB adapter live in it. Durability:
+ * every write resolves after LMDB's commit (survives kill -9); with `sync` it also waits for the
+ * flush to disk (survives power loss).
+ */
+export class LmdbEnv {
+  private root!: RootDatabase;
+  /** What each adapter opens in the environment, run again when it is reopened. */
+  private readonly openers: ((root: RootDatabase) => void)[] = [];
+  readonly readOnly: boolean;
+
+  constructor(
+    readonly dir: string,
+    readonly durability: Durability = 'sync',
+    options: { readOnly?: boolean } = {},
+  ) {
+    this.readOnly = options.readOnly === true;
+    if (!this.readOnly) mkdirSync(dir, { recursive: true });
+    this.openRoot();
+  }
+
+  /** Runs `open` now and again after every reopen: an adapter's table handles are its to renew. */
+  attach(open: (root: RootDatabase) => void): void {
+    open(this.root);
+    this.openers.push(open);
+  }
+
+  /**
+   * Closes and reopens the environment. With remapChunks, LMDB keeps up to 8k unused 64 KB chunk
+   * mappings of the data file cached (up to 512 MB, counted in RSS); after a start-up replay has
+   * read the whole ledger, this lets them go. Only while nothing is being written or read.
+   */
+  async reopen(): Promise<void> {
+    await this.root.close();
+    this.openRoot();
+    for (const open of this.openers) open(this.root);
+  }
+
+  /**
+   * A named table for stores that live beside the ledger (record-scoring keys, demo studio agents),
+   * opened after start-up. Values are msgpack; writes through it are not fenced.
+   */
+  table<K extends Key, V>(name: string): Database<V, K> {
+    return this.root.openDB<V, K>({ name });
+  }
+
+  /** Resolves once everything written so far is durable (as the durability mode says). */
+  async flushed(): Promise<void> {
+    if (this.durability === 'sync') await storeWrite(this.root.flushed);
+  }
+
+  close(): Promise<void> {
+    return this.root.close();
+  }
+
+  private openRoot(): void {
+    // separateFlushed: each write's promise carries its own `flushed`, so a batch waits for the
+    // flush of its own transaction, not for that of whatever committed after it.
+    // noSubdir: false, or lmdb-js would take a dir named like `data.v1` for a file name.
+    // eventTurnBatching: false, because lmdb-js's own per-turn batch leaves a promise that rejects,
+    // unhandled, when its commit fails (a full disk ended the process); our writes are batched
+    // already, and its write thread still folds queued batches into one transaction.
+    this.root = open({
+      path: this.dir,
+      noSubdir: false,
+      maxDbs: 32,
+      mapSize: 2 * 1024 ** 3,
+      remapChunks: true,
+      separateFlushed: true,
+      eventTurnBatching: false,
+      readOnly: this.readOnly,
+    });
+  }
+}

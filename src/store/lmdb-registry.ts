@@ -1,0 +1,43 @@
+import type { Database } from 'lmdb';
+import type { LmdbEnv } from './lmdb-env.js';
+import type { KeyRecord, OrgRecord, RegistryStore } from './registry-store.js';
+import { storeWrite } from './write-failure.js';
+
+/** LMDB adapter of RegistryStore: the `orgs` and `keys` tables. */
+export class LmdbRegistryStore implements RegistryStore {
+  private orgs!: Database<OrgRecord, string>;
+  private keys!: Database<KeyRecord, string>;
+
+  constructor(private readonly env: LmdbEnv) {
+    env.attach((root) => {
+      this.orgs = root.openDB<OrgRecord, string>({ name: 'orgs' });
+      this.keys = root.openDB<KeyRecord, string>({ name: 'keys' });
+    });
+  }
+
+  getOrg(slug: string): OrgRecord | undefined {
+    return this.orgs.get(slug);
+  }
+
+  async putOrg(org: OrgRecord): Promise<void> {
+    await storeWrite(this.orgs.put(org.slug, org));
+    await this.env.flushed();
+  }
+
+  listOrgs(): OrgRecord[] {
+    return [...this.orgs.getRange({}).map(({ value }) => value)];
+  }
+
+  getKey(hash: string): KeyRecord | undefined {
+    return this.keys.get(hash);
+  }
+
+  async putKey(key: KeyRecord): Promise<void> {
+    await storeWrite(this.keys.put(key.hash, key));
+    await this.env.flushed();
+  }
+
+  isEmpty(): boolean {
+    return this.orgs.getKeysCount() === 0 && this.keys.getKeysCount() === 0;
+  }
+}

@@ -1,0 +1,238 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import type { CommandHandler } from '../../src/bus/command-router.js';
+import type { OrgCommand, OrgReply } from '../../src/bus/messages.js';
+import { NatsCommandRouter, OwnerLostError } from '../../src/nats/nats-command-router.js';
+import { silentLogger } from '../support/logs.js';
+import { natsAvailable, startNats, type NatsServers } from '../support/nats.js';
+
+/**
+ * NatsCommandRouter beyond the contract, as in a cluster: each "node" is its own router on its own
+ * connection to its own server of a 3-node nats cluster, so commands cross the cluster's routes.
+ */
+const run = natsAvailable('NatsCommandRouter behaviour') ? describe : describe.skip;
+
+const ingest = (org: string, n: number): OrgCommand => ({
+  type: 'event.ingest',
+  org,
+  event: { agent_id: `a${n}`, event_type: 'output_generated', payload: { n }, dti: null, source: 'self', actor: null },
+});
+const numberOf = (command: OrgCommand): number => (command.type === 'event.ingest' ? (command.event.payload.n as number) : -1);
+const ok = (command: OrgCommand, tag: string): OrgReply => ({ ok: true, value: { event_id: numberOf(command), tag } }) as unknown as OrgReply;
+const valueOf = (reply: OrgReply): unknown => (reply.ok ? reply.value : reply.code);
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Short heartbeats so a lost owner is noticed in well under a second. */
+const timings = { heartbeatMs: 100 };
+
+run('NatsCommandRouter on a 3-node nats cluster', () => {
+  let servers: NatsServers;
+  let prefixes = 0;
+  const open: { router: NatsCommandRouter; nc: NatsConnection }[] = [];
+
+  beforeAll(async () => {
+    servers = await startNats({ nodes: 3 });
+  }, 60_000);
+  afterAll(async () => {
+    for (const { router, nc } of open) {
+      await router.close();
+      if (!nc.isClosed()) await nc.close();
+    }
+    await servers?.stop();
+  });
+
+  /** One router per node, node i connected to nats server i only; all of a case share a prefix. */
+  async function nodes(count: number): Promise<{ router: NatsCommandRouter; nc: NatsConnection }[]> {
+    const prefix = `it${++prefixes}.cmd`;
+    const made = [];
+    for (let i = 0; i < count; i++) {
+      const nc = await connect({ servers: [servers.urls[i]!] });
+      const node = { router: NatsCommandRouter.open(nc, { prefix, log: silentLogger() }, timings), nc };
+      open.push(node);
+      made.push(node);
+    }
+    return made;
+  }
+
+  it('routes each org to the node owning it, from any node', async () => {
+    const [a, b, front] = await nodes(3);
+    const taken: Record<string, number[]> = { a: [], b: [] };
+    const handler = (tag: 'a' | 'b'): CommandHandler => (command) => {
+      taken[tag]!.push(numberOf(command));
+      return Promise.resolve(ok(command, tag));
+    };
+    a!.router.serve(handler('a'), { owns: (org) => org < 'm' });
+    b!.router.serve(handler('b'), { owns: (org) => org >= 'm' });
+    await sleep(100); // interest crosses the cluster's routes
+    const replies = await Promise.all([
+      front!.router.request(ingest('alpha', 1)),
+      front!.router.request(ingest('zulu', 2)),
+      a!.router.request(ingest('yankee', 3)),
+      b!.router.request(ingest('bravo', 4)),
+    ]);
+    expect(replies.map(valueOf)).toEqual([{ event_id: 1, tag: 'a' }, { event_id: 2, tag: 'b' }, { event_id: 3, tag: 'b' }, { event_id: 4, tag: 'a' }]);
+    // Different callers: no order between their commands.
+    expect({ a: taken.a!.sort(), b: taken.b!.sort() }).toEqual({ a: [1, 4], b: [2, 3] });
+  });
+
+  it('moves an org from one node to the other under load: each command decided once, in order, not_owner never shown', async () => {
+    const [a, b, front] = await nodes(3);
+    let owner: 'a' | 'b' | null = 'a';
+    const taken: number[] = [];
+    const by: Record<string, number> = { a: 0, b: 0 };
+    let notOwner = 0;
+    const handler = (tag: 'a' | 'b'): CommandHandler => (command) => {
+      if (owner !== tag) {
+        notOwner++;
+        return Promise.resolve({ ok: false, code: 'not_owner', message: `${tag} lost ${command.org}` });
+      }
+      taken.push(numberOf(command));
+      by[tag]!++;
+      return Promise.resolve(ok(command, tag));
+    };
+    // The routing entries lag the handlers, as leases do: for a while both or neither claim the org.
+    let aClaims = true;
+    let bClaims = false;
+    a!.router.serve(handler('a'), { owns: () => aClaims });
+    b!.router.serve(handler('b'), { owns: () => bClaims });
+    await sleep(100);
+    const replies: Promise<OrgReply>[] = [];
+    for (let n = 0; n < 60; n++) {
+      replies.push(front!.router.request(ingest('moving', n), { deadline: Date.now() + 10_000 }));
+      if (n === 20) owner = null; // a loses its lease; its routing entry still claims the org
+      if (n === 30) {
+        aClaims = false; // and a gap with no owner at all
+        await sleep(300);
+        bClaims = true;
+      }
+      if (n === 40) owner = 'b';
+      await sleep(5);
+    }
+    const values = (await Promise.all(replies)).map(valueOf);
+    expect(values.every((v) => typeof v === 'object')).toBe(true);
+    expect(taken).toEqual(Array.from({ length: 60 }, (_, n) => n));
+    expect(by.a! + by.b!).toBe(60);
+    expect(by.a).toBeGreaterThan(0);
+    expect(by.b).toBeGreaterThan(0);
+    expect(notOwner).toBeGreaterThan(0); // the handover was met, not slept through
+  });
+
+  it('keeps the order sent when a later command of the org learns first that it must wait', async () => {
+    const [a, b, front] = await nodes(3);
+    let moved = false;
+    const taken: number[] = [];
+    // a lost the org but its routing entry lags; its not_owner for command 1 is slow to come back.
+    a!.router.serve(async (command) => {
+      if (numberOf(command) === 1) await sleep(150);
+      return { ok: false, code: 'not_owner', message: 'a lost it' };
+    }, { owns: () => !moved });
+    b!.router.serve((command) => {
+      taken.push(numberOf(command));
+      return Promise.resolve(ok(command, 'b'));
+    }, { owns: () => moved });
+    await sleep(100);
+    const replies = [1, 2, 3].map((n) => front!.router.request(ingest('org', n), { deadline: Date.now() + 5_000 }));
+    setTimeout(() => (moved = true), 50);
+    expect((await Promise.all(replies)).map(valueOf)).toEqual([1, 2, 3].map((n) => ({ event_id: n, tag: 'b' })));
+    expect(taken).toEqual([1, 2, 3]);
+  });
+
+  it('tells the owner when the caller goes away while the owner decides, so it can refuse the command', async () => {
+    const [a, front] = await nodes(2);
+    const seen: boolean[] = [];
+    a!.router.serve(async (_command, options) => {
+      seen.push(options?.abandoned?.aborted === true);
+      await sleep(400); // queued behind other work; then decides, unless the caller is gone
+      seen.push(options?.abandoned?.aborted === true);
+      return { ok: false, code: 'unavailable', message: 'caller gone' };
+    }, { owns: () => true });
+    await sleep(100);
+    const caller = { aborted: false };
+    const reply = front!.router.request(ingest('org', 1), { abandoned: caller });
+    setTimeout(() => (caller.aborted = true), 100);
+    expect(await reply).toMatchObject({ ok: false, code: 'unavailable' });
+    expect(seen).toEqual([false, true]);
+  });
+
+  it('the deadline bounds reaching the owner, not deciding: a slow owner\'s reply comes; a command too close to its deadline is not taken', async () => {
+    const [a, front] = await nodes(2);
+    const taken: number[] = [];
+    a!.router.serve(async (command) => {
+      taken.push(numberOf(command));
+      await sleep(400); // longer than the deadline, with heartbeats meanwhile
+      return ok(command, 'a');
+    }, { owns: () => true });
+    await sleep(100);
+    expect(valueOf(await front!.router.request(ingest('org', 1), { deadline: Date.now() + 200 }))).toEqual({ event_id: 1, tag: 'a' });
+    // Under the accept margin (50 ms) left: the owner leaves it, so the requester's `unavailable` is true.
+    expect(await front!.router.request(ingest('org', 2), { deadline: Date.now() + 20 })).toMatchObject({ ok: false, code: 'unavailable' });
+    await sleep(100);
+    expect(taken).toEqual([1]);
+  });
+
+  it('answers unavailable at a short deadline when nobody serves, and when only non-owners do', async () => {
+    const [a, front] = await nodes(2);
+    let started = Date.now();
+    expect(await front!.router.request(ingest('nobody', 1), { deadline: started + 200 })).toMatchObject({ ok: false, code: 'unavailable' });
+    expect(Date.now() - started).toBeLessThan(400);
+    const taken: number[] = [];
+    a!.router.serve((command) => {
+      taken.push(numberOf(command));
+      return Promise.resolve(ok(command, 'a'));
+    }, { owns: (org) => org === 'mine' });
+    await sleep(100);
+    started = Date.now();
+    expect(await front!.router.request(ingest('theirs', 2), { deadline: started + 200 })).toMatchObject({ ok: false, code: 'unavailable' });
+    expect(Date.now() - started).toBeLessThan(400);
+    expect(taken).toEqual([]);
+  });
+
+  it('a node killed while deciding: its requester is told the owner was lost, and the org moves to another node', async () => {
+    const [a, b, front] = await nodes(3);
+    let aAlive = true;
+    a!.router.serve(() => new Promise<OrgReply>(() => {}), { owns: () => aAlive }); // takes commands, never answers
+    await sleep(100);
+    const started = Date.now();
+    const lost = front!.router.request(ingest('org', 1), { deadline: started + 2_000 });
+    await sleep(150);
+    await a!.nc.close(); // the node dies: no more heartbeats, no answer
+    aAlive = false;
+    await expect(lost).rejects.toBeInstanceOf(OwnerLostError);
+    expect(Date.now() - started).toBeLessThan(1_000);
+    b!.router.serve((command) => Promise.resolve(ok(command, 'b')), { owns: () => true });
+    expect(valueOf(await front!.router.request(ingest('org', 2), { deadline: Date.now() + 5_000 }))).toEqual({ event_id: 2, tag: 'b' });
+  });
+
+  it('a node killed before taking a request: the request is re-routed to the next owner, or unavailable at its deadline', async () => {
+    const [a, b, front] = await nodes(3);
+    await a!.nc.close(); // a was the owner; it is gone before the request is sent
+    const started = Date.now();
+    expect(await front!.router.request(ingest('org', 1), { deadline: started + 300 })).toMatchObject({ ok: false, code: 'unavailable' });
+    expect(Date.now() - started).toBeLessThan(500);
+    const waiting = front!.router.request(ingest('org', 2), { deadline: Date.now() + 5_000 });
+    await sleep(200);
+    b!.router.serve((command) => Promise.resolve(ok(command, 'b')), { owns: () => true });
+    expect(valueOf(await waiting)).toEqual({ event_id: 2, tag: 'b' });
+  });
+
+  it('a nats-server killed under an idle owner: requests are answered again once its client reconnects to another', async () => {
+    const prefix = `it${++prefixes}.cmd`;
+    // The owner on server 0 (server 1 its fallback), the requester on server 2, which stays up.
+    const ownerNc = await connect({ servers: [servers.urls[0]!, servers.urls[1]!], noRandomize: true, reconnectTimeWait: 50, maxReconnectAttempts: -1 });
+    const frontNc = await connect({ servers: [servers.urls[2]!] });
+    const owner = NatsCommandRouter.open(ownerNc, { prefix }, timings);
+    const front = NatsCommandRouter.open(frontNc, { prefix }, timings);
+    open.push({ router: owner, nc: ownerNc }, { router: front, nc: frontNc });
+    owner.serve((command) => Promise.resolve(ok(command, 'owner')), { owns: () => true });
+    await sleep(100);
+    expect(valueOf(await front.request(ingest('org', 1)))).toEqual({ event_id: 1, tag: 'owner' });
+    expect(ownerNc.info?.port).toBe(Number(new URL(servers.urls[0]!).port));
+    await servers.kill(0);
+    try {
+      expect(valueOf(await front.request(ingest('org', 2), { deadline: Date.now() + 10_000 }))).toEqual({ event_id: 2, tag: 'owner' });
+      expect(ownerNc.info?.port).toBe(Number(new URL(servers.urls[1]!).port));
+    } finally {
+      await servers.restart(0);
+    }
+  }, 60_000);
+});
