@@ -1,3 +1,4 @@
+import { hostname } from 'node:os';
 import { z } from 'zod';
 import { demoConfig, type DemoConfig } from './demo/config.js';
 import { LOG_LEVELS, type LogLevel } from './log.js';
@@ -23,13 +24,31 @@ const schedule = z
     return parts;
   });
 
+/** `nats://h1:4222,nats://h2:4222`: one or more server URLs, comma-separated. */
+const natsUrls = z
+  .string()
+  .min(1)
+  .transform((value, ctx) => {
+    const urls = value.split(',').map((s) => s.trim()).filter((s) => s !== '');
+    const bad = urls.find((u) => !/^(nats|tls):\/\/[^\s/]+$/.test(u));
+    if (urls.length === 0 || bad !== undefined) {
+      ctx.addIssue({ code: 'custom', message: `comma-separated nats:// URLs (host:port), e.g. nats://h1:4222,nats://h2:4222${bad === undefined ? '' : `; not one: ${bad}`}` });
+      return z.NEVER;
+    }
+    return urls;
+  });
+
 const envSchema = z.object({
   VIGIL_PORT: z.coerce.number().int().min(0).max(65535).default(8080),
   VIGIL_HOST: z.string().min(1).default('127.0.0.1'),
   VIGIL_DATA_DIR: z.string().min(1).default('./data'),
   VIGIL_BASE_URL: z.url().optional(),
   VIGIL_APP_URL: z.url().optional(),
-  VIGIL_NATS_URL: z.string().min(1).optional(),
+  VIGIL_NATS_URL: natsUrls.optional(),
+  VIGIL_NATS_REPLICAS: z.coerce.number().int().refine((n) => n === 1 || n === 3 || n === 5, 'replicas are 1, 3 or 5').optional(),
+  VIGIL_PARTITIONS: z.coerce.number().int().min(1).max(4096).default(64),
+  VIGIL_LEASE_SECONDS: z.coerce.number().int().min(1).max(300).default(5),
+  VIGIL_NODE_ID: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'letters, digits, - and _ (at most 64)').optional(),
   VIGIL_DEMO: flag,
   VIGIL_PUBLIC_RATE_LIMIT: z.coerce.number().int().min(1).default(60),
   VIGIL_KEY_RATE_LIMIT: z.coerce.number().int().min(0).default(0),
@@ -52,7 +71,8 @@ export interface Config {
   appUrl: string;
   /** VIGIL_BASE_URL and VIGIL_APP_URL as set; an unset one follows the port actually bound. */
   urls: { base: string | undefined; app: string | undefined };
-  natsUrl: string | undefined;
+  /** Cluster mode (DESIGN §8) when set: the NATS servers to connect to, and how the cluster is cut. */
+  cluster: ClusterConfig | undefined;
   demo: boolean;
   /** Demo mode's OpenAI-compatible provider (VIGIL_LLM_*), read only in demo mode; null: the built-in generator. */
   llm: DemoConfig['llm'];
@@ -67,6 +87,17 @@ export interface Config {
   webhookRetrySchedule: number[];
   webhookAllowPrivate: boolean;
   bootstrap: { org: string; key: string } | undefined;
+}
+
+export interface ClusterConfig {
+  servers: string[];
+  /** Replicas of the ledger stream and KV buckets; unset: 3, or 1 on a one-server NATS. */
+  replicas: number | undefined;
+  /** Partitions the orgs hash to; fixed for the cluster's life (the first node stores it). */
+  partitions: number;
+  leaseSeconds: number;
+  /** This node's name (VIGIL_NODE_ID, else the host name), shown by /health. */
+  node: string;
 }
 
 export class ConfigError extends Error {
@@ -94,7 +125,16 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     baseUrl,
     appUrl: urls.app ?? baseUrl,
     urls,
-    natsUrl: e.VIGIL_NATS_URL,
+    cluster:
+      e.VIGIL_NATS_URL === undefined
+        ? undefined
+        : {
+            servers: e.VIGIL_NATS_URL,
+            replicas: e.VIGIL_NATS_REPLICAS,
+            partitions: e.VIGIL_PARTITIONS,
+            leaseSeconds: e.VIGIL_LEASE_SECONDS,
+            node: e.VIGIL_NODE_ID ?? hostname(),
+          },
     demo: e.VIGIL_DEMO,
     llm: e.VIGIL_DEMO ? demoConfig(env).llm : null,
     publicRateLimitPerMinute: e.VIGIL_PUBLIC_RATE_LIMIT,

@@ -67,7 +67,7 @@ export interface RuntimeOptions {
  * half-way closes what it opened and releases the lock before rejecting.
  */
 export async function startRuntime(config: Config, log: Logger = createLogger(config.logLevel), options: RuntimeOptions = {}): Promise<Runtime> {
-  if (config.natsUrl !== undefined) {
+  if (config.cluster !== undefined) {
     throw new Error('cluster mode (VIGIL_NATS_URL) is not available in this version; unset it to run embedded');
   }
   const lock = lockDataDir(config.dataDir);

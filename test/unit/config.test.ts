@@ -17,7 +17,7 @@ describe('loadConfig', () => {
       webhookAllowPrivate: false,
       keyRateLimitPerSecond: 0,
       maxPendingPerOrg: 10_000,
-      natsUrl: undefined,
+      cluster: undefined,
       bootstrap: undefined,
     });
   });
@@ -55,6 +55,25 @@ describe('loadConfig', () => {
       webhookAllowPrivate: true,
       baseUrl: 'http://0.0.0.0:9090',
     });
+  });
+
+  it('reads cluster mode from VIGIL_NATS_URL, with the DESIGN §8 defaults', () => {
+    const config = loadConfig({ VIGIL_NATS_URL: 'nats://h1:4222, nats://h2:4222', VIGIL_NODE_ID: 'node-a' });
+    expect(config.cluster).toEqual({ servers: ['nats://h1:4222', 'nats://h2:4222'], replicas: undefined, partitions: 64, leaseSeconds: 5, node: 'node-a' });
+    const set = loadConfig({ VIGIL_NATS_URL: 'nats://h1:4222', VIGIL_NATS_REPLICAS: '1', VIGIL_PARTITIONS: '16', VIGIL_LEASE_SECONDS: '2' });
+    expect(set.cluster).toMatchObject({ replicas: 1, partitions: 16, leaseSeconds: 2 });
+    expect(typeof set.cluster?.node).toBe('string');
+  });
+
+  it.each([
+    ['VIGIL_NATS_URL', 'http://h1:4222'],
+    ['VIGIL_NATS_URL', ' , '],
+    ['VIGIL_NATS_REPLICAS', '2'],
+    ['VIGIL_PARTITIONS', '0'],
+    ['VIGIL_LEASE_SECONDS', '0'],
+    ['VIGIL_NODE_ID', 'a b'],
+  ])('refuses %s=%j with a message naming it', (name, value) => {
+    expect(() => loadConfig({ VIGIL_NATS_URL: 'nats://h1:4222', [name]: value })).toThrow(new RegExp(name));
   });
 
   it('strips trailing slashes from VIGIL_BASE_URL and uses it as the default app URL', () => {
