@@ -1,15 +1,15 @@
 import { statSync } from 'node:fs';
 import { z } from 'zod';
 import { parseCommand, UsageError } from './cli/args.js';
+import { openCliRegistry } from './cli/registry-store.js';
 import { isBundleArchive, verifyBundle, type BundleReport } from './cli/verify-bundle.js';
 import { verifyLedgerFile } from './cli/verify-file.js';
-import { ConfigError, loadConfig } from './config.js';
+import { ConfigError, loadConfig, type Config } from './config.js';
 import { Scope, orgSlug } from './domain/schemas.js';
 import { ensureError, StartError, VigilError } from './errors.js';
 import { Registry } from './services/registry.js';
-import { createLogger } from './log.js';
+import { createLogger, type Logger } from './log.js';
 import { startRuntime } from './runtime.js';
-import { openLmdb } from './store/lmdb.js';
 
 const USAGE = `usage: vigil <command>
   serve                                              run the service (embedded mode)
@@ -45,6 +45,11 @@ async function main(argv: string[]): Promise<number> {
   }
 }
 
+/** The commands' output is stdout; what they log (cluster mode: a renewed KV watch) goes to stderr. */
+function cliLogger(config: Config): Logger {
+  return createLogger(config.logLevel, process.stderr);
+}
+
 function help(): number {
   console.log(USAGE);
   return 0;
@@ -77,13 +82,12 @@ async function orgs(args: string[]): Promise<number> {
   const email = values['billing-email'];
   if (email !== undefined && !z.email().safeParse(email).success) throw new VigilError('validation_failed', `--billing-email: not an e-mail address`);
   const config = loadConfig();
-  // Every table, as the server opens them: see README "Guarantees", a full disk.
-  const stores = openLmdb(config.dataDir, config.durability);
+  const opened = await openCliRegistry(config, cliLogger(config));
   try {
-    const org = await new Registry(stores.registry).setPlan(values.org, values.plan, email);
+    const org = await new Registry(opened.store).setPlan(values.org, values.plan, email);
     console.log(JSON.stringify({ org: org.slug, plan: org.plan, billing_email: org.billing_email ?? null }));
   } finally {
-    await stores.close();
+    await opened.close();
   }
   return 0;
 }
@@ -99,15 +103,15 @@ async function keys(args: string[]): Promise<number> {
   const bad = scopes.filter((s) => !(Scope as readonly string[]).includes(s));
   if (bad.length > 0 || scopes.length === 0) throw new VigilError('validation_failed', `--scopes: unknown scope ${bad.join(', ')}; use ${Scope.join(', ')}`);
   const config = loadConfig();
-  const stores = openLmdb(config.dataDir, config.durability);
+  const opened = await openCliRegistry(config, cliLogger(config));
   try {
-    const registry = new Registry(stores.registry);
+    const registry = new Registry(opened.store);
     await registry.ensureOrg(slug.data);
     const created = await registry.createKey(slug.data, scopes as Scope[], values.name ?? null);
     console.log(JSON.stringify({ id: created.id, org: created.org, scopes: created.scopes, name: created.name }));
     console.log(created.key);
   } finally {
-    await stores.close();
+    await opened.close();
   }
   return 0;
 }

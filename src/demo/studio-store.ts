@@ -3,9 +3,10 @@ import type { StudioAgent } from './studio-agent.js';
 import { storeWrite } from '../store/write-failure.js';
 
 /**
- * Where studio agents are kept, per org. Reads see every write that has resolved. `put` inserts
- * or replaces one agent and resolves once it is durable. The store does not allocate ids or check
- * uniqueness: its one caller (the Studio) serializes writes per org and does both.
+ * Where studio agents are kept, per org. Reads see every write of this store that has resolved
+ * (another node's once it has reached this one). `put` inserts or replaces one agent and resolves
+ * once it is durable. The store does not allocate ids or check uniqueness: its one caller (the
+ * Studio) serializes writes per org and does both.
  */
 export interface StudioAgentStore {
   get(org: string, agentId: string): StudioAgent | undefined;

@@ -20,7 +20,7 @@ export type UseOutcome =
  * Sandbox keys of the record-scoring interface and their use counts.
  * Both writes are atomic read-check-write transactions: of two concurrent issues for one address
  * exactly one succeeds, and of concurrent uses of a key's last request exactly one gets it (also
- * across processes sharing the data dir). Writes resolve once durable; a refused write changes nothing.
+ * across processes sharing the data dir, or nodes sharing the cluster). Writes resolve once durable; a refused write changes nothing.
  */
 export interface ScoringKeyStore {
   get(hash: string): ScoringKeyRecord | undefined;

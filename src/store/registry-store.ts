@@ -21,8 +21,9 @@ export interface KeyRecord {
 
 /**
  * Orgs and API keys. Shared with the CLI, which may write while a server runs on the same data
- * dir: reads always go to the store, so a key created elsewhere is seen at once.
- * Writes resolve once durable.
+ * dir (or the same cluster): reads always go to the store, so a key created elsewhere is seen as
+ * soon as the store holds it (LMDB: at once; KV: once its watch delivers it, milliseconds).
+ * Writes resolve once durable, and the writing store reads them back at once.
  */
 export interface RegistryStore {
   getOrg(slug: string): OrgRecord | undefined;

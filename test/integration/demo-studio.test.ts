@@ -1,19 +1,56 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { connect } from '@nats-io/transport-node';
 import { AgentDirectory } from '../../src/actors/agent-directory.js';
 import type { CommandRouter } from '../../src/bus/command-router.js';
-import { LmdbStudioAgentStore } from '../../src/demo/studio-store.js';
+import { LmdbStudioAgentStore, type StudioAgentStore } from '../../src/demo/studio-store.js';
+import { KvStudioAgentStore } from '../../src/nats/kv-studio-agent-store.js';
 import { FORBIDDEN_REQUEST_DTI, Studio, type StudioOptions } from '../../src/services/studio.js';
 import { TemplateModel } from '../../src/demo/template-model.js';
 import { rowBody } from '../../src/domain/ledger.js';
+import type { LmdbEnv } from '../../src/store/lmdb-env.js';
 import type { LmdbLedger } from '../../src/store/lmdb-ledger.js';
 import { embedded } from '../support/embedded.js';
 import { removeDir, tempDir } from '../support/server.js';
 import { captureLogger } from '../support/logs.js';
+import { natsAvailable, startNats, type NatsServers } from '../support/nats.js';
 
 /**
- * The Studio over the real org writer, command router and LMDB store, without HTTP (the routes are covered by
- * demo-routes.test.ts against the running service).
+ * The Studio over the real org writer, command router and studio agent store, without HTTP (the
+ * routes are covered by demo-routes.test.ts against the running service). Every case runs with
+ * the LMDB store and with the KV store of cluster mode on a real nats-server.
  */
+interface StoreBackend {
+  name: string;
+  /** The store of the data dir `dir` (KV: a bucket of its own per dir, so a restart finds it again). */
+  open(dir: string, env: LmdbEnv): Promise<{ store: StudioAgentStore; close(): Promise<void> }>;
+}
+
+const LMDB: StoreBackend = { name: 'LMDB', open: async (_dir, env) => ({ store: new LmdbStudioAgentStore(env), close: async () => {} }) };
+
+let nats: Promise<NatsServers> | null = null;
+const buckets = new Map<string, string>();
+const KV: StoreBackend = {
+  name: 'KV',
+  async open(dir) {
+    nats ??= startNats({ nodes: 1 });
+    const nc = await connect({ servers: (await nats).urls });
+    if (!buckets.has(dir)) buckets.set(dir, `studio_${buckets.size}`);
+    const store = await KvStudioAgentStore.open(nc, { replicas: 1, bucket: buckets.get(dir)! });
+    const close = async (): Promise<void> => {
+      await store.close();
+      await nc.close();
+    };
+    return { store, close };
+  },
+};
+afterAll(async () => {
+  await (await nats)?.stop();
+});
+
+const backends = (natsAvailable('Studio over the KV store') ? [LMDB, KV] : [LMDB]).map((b) => [b.name, b] as const);
+/** The store the cases of the describe running now use. */
+let backend = LMDB;
+
 const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
@@ -43,6 +80,7 @@ async function node(dir: string, wrap: (bus: Commands) => Commands = (b) => b): 
   }, path.ledger.positionAfter(new Map()));
   path.actors.finishReplay();
   const bus = wrap(path.commands);
+  const agents = await backend.open(dir, path.stores.env);
   const logs: Node['logs'] = [];
   const studios: Studio[] = [];
   const n: Node = {
@@ -54,7 +92,7 @@ async function node(dir: string, wrap: (bus: Commands) => Commands = (b) => b): 
       const studio = await Studio.start({
         commands: bus,
         directory,
-        store: new LmdbStudioAgentStore(path.stores.env),
+        store: agents.store,
         model: new TemplateModel(),
         baseUrl: BASE,
         seedOrgs: ['acme'],
@@ -69,6 +107,7 @@ async function node(dir: string, wrap: (bus: Commands) => Commands = (b) => b): 
       if (closed) return;
       closed = true;
       for (const s of studios) await s.close();
+      await agents.close();
       await path.close();
     },
   };
@@ -85,9 +124,11 @@ function dataDir(): string {
 
 const ledgerRows = (n: Node, org: string) => [...n.store.range(org, 1)].map((r) => ({ seq: r.seq, kind: r.kind, agentId: r.agentId, body: rowBody(r) }));
 
+describe.each(backends)('Studio seeding (%s store)', (_name, b) => {
+  beforeAll(() => {
+    backend = b;
+  });
 
-
-describe('Studio seeding', () => {
   it('seeds one deployed agent per domain at start, each a sandbox ledger agent, and again not on restart', async () => {
     const dir = dataDir();
     const first = await node(dir);
@@ -186,7 +227,11 @@ describe('Studio seeding', () => {
   });
 });
 
-describe('Studio agents', () => {
+describe.each(backends)('Studio agents (%s store)', (_name, b) => {
+  beforeAll(() => {
+    backend = b;
+  });
+
   const body = {
     name: 'Triage Helper',
     description: null,

@@ -5,9 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { canonicalize } from '../../src/domain/jcs.js';
 import { hashKey } from '../../src/domain/keys.js';
 import { RUBRIC_V1 } from '../../src/record-scoring/rubric.js';
-import { LmdbEnv } from '../../src/store/lmdb-env.js';
-import { LmdbScoringKeyStore } from '../../src/record-scoring/lmdb-key-store.js';
-import { call, removeDir, startServer as start, tempDir, type TestServer } from '../support/server.js';
+import { call, removeDir, startServer as start, type TestServer } from '../support/server.js';
 
 // The real service: HTTP over uWebSockets.js and a real LMDB data dir.
 let server: TestServer;
@@ -206,43 +204,5 @@ describe('POST /api/v1/score', () => {
     const after = await score(key);
     expect(after.status).toBe(200);
     expect(after.headers.get('x-sandbox-remaining')).toBe('98');
-  });
-});
-
-describe('LmdbScoringKeyStore', () => {
-  let dir: string;
-  let lmdb: LmdbEnv;
-  let keys: LmdbScoringKeyStore;
-  beforeAll(() => {
-    dir = tempDir('vigil-scoring-keys-');
-    lmdb = new LmdbEnv(dir);
-    keys = new LmdbScoringKeyStore(lmdb);
-  });
-  afterAll(async () => {
-    await lmdb.close();
-    removeDir(dir);
-  });
-  const key = (hash: string, email: string, limit = 100) => ({ hash, email, limit, used: 0, created_at: new Date().toISOString() });
-
-  it('stores a key under its hash and gives an address one key, even to concurrent issues', async () => {
-    const outcomes = await Promise.all(['h1', 'h2', 'h3'].map((h) => keys.issue(key(hashKey(h), 'one@example.com'))));
-    expect(outcomes.filter((o) => o.ok)).toHaveLength(1);
-    expect(outcomes.filter((o) => !o.ok && o.reason === 'email_taken')).toHaveLength(2);
-    const stored = ['h1', 'h2', 'h3'].map((h) => keys.get(hashKey(h))).filter((k) => k !== undefined);
-    expect(stored).toHaveLength(1);
-    expect(Object.keys(stored[0]!).sort()).toEqual(['created_at', 'email', 'hash', 'limit', 'used']);
-  });
-
-  it('takes uses atomically: of concurrent uses only the allowance succeeds, durably', async () => {
-    const hash = hashKey('vsk_store-level');
-    expect(await keys.issue(key(hash, 'store@example.com', 3))).toEqual({ ok: true });
-    const outcomes = await Promise.all(Array.from({ length: 10 }, () => keys.use(hash)));
-    expect(outcomes.filter((o) => o.ok).map((o) => (o.ok ? o.remaining : -1)).sort()).toEqual([0, 1, 2]);
-    expect(outcomes.filter((o) => !o.ok && o.reason === 'exhausted')).toHaveLength(7);
-    expect(await keys.use(hashKey('vsk_nobody'))).toEqual({ ok: false, reason: 'unknown_key' });
-    await lmdb.close();
-    lmdb = new LmdbEnv(dir);
-    keys = new LmdbScoringKeyStore(lmdb);
-    expect(keys.get(hash)?.used).toBe(3);
   });
 });

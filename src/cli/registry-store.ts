@@ -1,0 +1,44 @@
+import { connect } from '@nats-io/transport-node';
+import type { Config } from '../config.js';
+import { VigilError } from '../errors.js';
+import type { Logger } from '../log.js';
+import { clusterReplicas } from '../nats/cluster-stores.js';
+import { KvRegistryStore } from '../nats/kv-registry-store.js';
+import type { RegistryStore } from '../store/registry-store.js';
+import { openLmdb } from '../store/lmdb.js';
+
+export interface CliRegistry {
+  store: RegistryStore;
+  close(): Promise<void>;
+}
+
+/**
+ * The registry the CLI's `keys create` and `orgs set-plan` write to, as the server they serve
+ * beside reads it. Embedded: the data dir's LMDB, every table opened as the server opens them
+ * (README "Guarantees", a full disk), no serving lock. Cluster (VIGIL_NATS_URL): the KV buckets,
+ * over a connection of its own, created if absent with the replicas DESIGN §8 names; no data dir
+ * is touched, and every node sees the write through its watch.
+ */
+export async function openCliRegistry(config: Config, log: Logger): Promise<CliRegistry> {
+  if (config.cluster === undefined) {
+    const stores = openLmdb(config.dataDir, config.durability);
+    return { store: stores.registry, close: () => stores.close() };
+  }
+  const servers = config.cluster.servers;
+  const nc = await connect({ servers }).catch((error: unknown) => {
+    throw new VigilError('unavailable', `cannot reach NATS at ${servers.join(',')}: ${error instanceof Error ? error.message : String(error)}`, undefined, { cause: error });
+  });
+  try {
+    const store = await KvRegistryStore.open(nc, { replicas: clusterReplicas(config.cluster.replicas, nc), log });
+    return {
+      store,
+      close: async () => {
+        await store.close();
+        await nc.close();
+      },
+    };
+  } catch (error) {
+    await nc.close();
+    throw error;
+  }
+}

@@ -1,0 +1,60 @@
+import type { NatsConnection } from '@nats-io/transport-node';
+import type { KvBucketOptions } from './kv-mirror.js';
+import { KvRegistryStore, type RegistryBuckets } from './kv-registry-store.js';
+import { KvScoringKeyStore } from './kv-scoring-key-store.js';
+import { KvStudioAgentStore } from './kv-studio-agent-store.js';
+import { openAll } from './open-all.js';
+
+/** The shared state of cluster mode (DESIGN §8) in KV buckets; webhooks and deliveries are elsewhere. */
+export interface ClusterStores {
+  registry: KvRegistryStore;
+  scoringKeys: KvScoringKeyStore;
+  studioAgents: KvStudioAgentStore;
+  /** Stops the watches; the connection stays open (it is the caller's). */
+  close(): Promise<void>;
+}
+
+export interface ClusterBuckets extends RegistryBuckets {
+  /** Default `vigil_scoring_keys`. */
+  scoringKeys: string;
+  /** Default `vigil_scoring_uses`. */
+  scoringUses: string;
+  /** Default `vigil_studio_agents`. */
+  studioAgents: string;
+}
+
+export interface ClusterStoreOptions extends KvBucketOptions {
+  /** Other bucket names (tests, so that cases do not meet). */
+  buckets?: Partial<ClusterBuckets>;
+}
+
+/**
+ * Opens every KV store of cluster mode over a connection the caller keeps, creating the buckets
+ * that are absent with `replicas`. Resolves once each store holds its bucket's current values;
+ * if one cannot open, those opened are closed and its error is thrown.
+ */
+export async function openClusterStores(nc: NatsConnection, options: ClusterStoreOptions): Promise<ClusterStores> {
+  const { buckets = {}, ...bucketOptions } = options;
+  const [registry, scoringKeys, studioAgents] = await openAll([
+    KvRegistryStore.open(nc, { ...bucketOptions, buckets: { orgs: buckets.orgs, keys: buckets.keys } }),
+    KvScoringKeyStore.open(nc, { ...bucketOptions, buckets: { keys: buckets.scoringKeys, uses: buckets.scoringUses } }),
+    KvStudioAgentStore.open(nc, { ...bucketOptions, bucket: buckets.studioAgents }),
+  ]);
+  return {
+    registry,
+    scoringKeys,
+    studioAgents,
+    close: async () => {
+      await Promise.all([registry.close(), scoringKeys.close(), studioAgents.close()]);
+    },
+  };
+}
+
+/**
+ * Replicas of the streams and buckets cluster mode creates (DESIGN §8): VIGIL_NATS_REPLICAS when
+ * set, else 3 on a clustered NATS and 1 on a single server.
+ */
+export function clusterReplicas(configured: number | undefined, nc: NatsConnection): number {
+  return configured ?? (nc.info?.cluster ? 3 : 1);
+}
+
