@@ -57,7 +57,7 @@ export function ensureError(value: unknown): Error {
 export class StartError extends Error {
   override name = 'StartError';
   constructor(
-    readonly code: 'data_dir_locked' | 'listen_failed',
+    readonly code: 'data_dir_locked' | 'listen_failed' | 'cluster_unavailable' | 'cluster_mismatch',
     message: string,
     options?: { cause?: unknown },
   ) {

@@ -11,6 +11,9 @@ import { UsageMeter } from './actors/usage-meter.js';
 import { WebhookRegistry } from './services/webhook-registry.js';
 import { blockingLimit, writerLimits } from './domain/billing.js';
 import { LocalCommandRouter } from './bus/local-router.js';
+import type { CommandRouter } from './bus/command-router.js';
+import type { LedgerLog } from './bus/ledger-log.js';
+import { ClusterNode, NOT_OWNER } from './nats/cluster-node.js';
 import { withBoundPort, type Config } from './config.js';
 import { ensureError, StartError } from './errors.js';
 import { OpenAiCompatibleModel } from './demo/openai-model.js';
@@ -67,9 +70,6 @@ export interface RuntimeOptions {
  * half-way closes what it opened and releases the lock before rejecting.
  */
 export async function startRuntime(config: Config, log: Logger = createLogger(config.logLevel), options: RuntimeOptions = {}): Promise<Runtime> {
-  if (config.cluster !== undefined) {
-    throw new Error('cluster mode (VIGIL_NATS_URL) is not available in this version; unset it to run embedded');
-  }
   const lock = lockDataDir(config.dataDir);
   const opened: (() => unknown)[] = [() => lock.release()];
   try {
@@ -95,10 +95,18 @@ async function start(config: Config, log: Logger, options: RuntimeOptions, lock:
   const firstKey = await bootstrap(config, store, registry);
   if (firstKey !== null) options.showFirstKey?.(firstKey);
 
-  const ledger = new LmdbLedgerLog(store.ledger, log);
-  const commands = new LocalCommandRouter();
+  // This node's ledger: in embedded mode the system of record, in cluster mode a replica of the
+  // stream; the projections follow it in both.
+  const local = new LmdbLedgerLog(store.ledger, log);
+  opened.push(() => local.close());
+  const cluster = config.cluster === undefined ? null : await ClusterNode.join(config.cluster, store, local, log);
+  if (cluster !== null) opened.push(() => cluster.close());
+  const ledger: LedgerLog = cluster?.writerLog ?? local;
+  const commands: CommandRouter = cluster?.commands ?? new LocalCommandRouter();
+  const mode = cluster === null ? 'embedded' : 'cluster';
   const digest = policyDigest(POLICY_V1);
   const actors = new OrgActors(ledger, {
+    ...(cluster === null ? {} : { fromReplay: false, onConflict: NOT_OWNER }),
     log,
     policy: POLICY_V1,
     policyDigest: digest,
@@ -109,8 +117,7 @@ async function start(config: Config, log: Logger, options: RuntimeOptions, lock:
     // Deliveries are stored before the command that caused them is answered.
     afterAppend: (org, rows) => deliveries.onCommitted(org, rows),
   });
-  commands.serve(actors.handle, { owns: () => true });
-  opened.push(() => commands.close(), () => ledger.close());
+  if (cluster === null) opened.push(() => commands.close());
   const directory = new AgentDirectory();
   const reviews = new ReviewQueue();
   const meter = new UsageMeter();
@@ -141,7 +148,8 @@ async function start(config: Config, log: Logger, options: RuntimeOptions, lock:
   opened.push(() => deliveries.close());
   const rebuilt = await startConsumers({
     reader: store.ledger,
-    ledger,
+    ledger: local,
+    replayDeliveries: cluster === null,
     snapshots: store.snapshots,
     actors,
     projections,
@@ -152,6 +160,8 @@ async function start(config: Config, log: Logger, options: RuntimeOptions, lock:
     bulkReplay: new PartitionedReplay(store.env, store.ledger, { ...options.replay, from: options.partitionedReplayFrom }),
   });
   log.info(rebuilt, 'state rebuilt from the ledger');
+  if (cluster === null) commands.serve(actors.handle, { owns: () => true });
+  else cluster.serve(actors);
   // Checkpoints now and then bound the replay after a crash; a clean stop saves them too.
   let saved = new Map<string, number>();
   let saving: Promise<unknown> = Promise.resolve();
@@ -160,6 +170,7 @@ async function start(config: Config, log: Logger, options: RuntimeOptions, lock:
       .then(async () => {
         saved = await saveCheckpoints(store.snapshots, projections, actors, digest, () => new Date(), saved, drain);
         await deliveries.saveCursors();
+        await cluster?.replica.saveWatermark();
       })
       .catch((error: unknown) => log.error({ error: String(error) }, 'checkpoint failed')));
   const timer = setInterval(() => void checkpoint(false), config.checkpointSeconds * 1000);
@@ -195,7 +206,9 @@ async function start(config: Config, log: Logger, options: RuntimeOptions, lock:
     return {
       config: served,
       log,
-      mode: 'embedded',
+      mode,
+      cluster: cluster === null ? undefined : { node: cluster.config.node, partitionsOwned: () => cluster.partitionsOwned() },
+      caughtUp: cluster === null ? undefined : (org: string) => cluster.replica.caughtUp(org),
       commands,
       registry,
       ledger: store.ledger,
@@ -217,10 +230,10 @@ async function start(config: Config, log: Logger, options: RuntimeOptions, lock:
     if (listening) throw error;
     throw new StartError('listen_failed', `cannot listen on ${config.host}:${config.port}: the port is in use, or the host is not an address of this machine (VIGIL_HOST, VIGIL_PORT)`, { cause: error });
   });
-  log.info({ port: http.port, host: config.host, mode: 'embedded', data_dir: config.dataDir, durability: config.durability, pid: process.pid }, 'listening');
+  log.info({ port: http.port, host: config.host, mode, ...(cluster === null ? {} : { node: cluster.config.node }), data_dir: config.dataDir, durability: config.durability, pid: process.pid }, 'listening');
   return {
     port: http.port,
-    mode: 'embedded',
+    mode,
     firstKey,
     routes: http.routes,
     async close() {
@@ -233,8 +246,9 @@ async function start(config: Config, log: Logger, options: RuntimeOptions, lock:
         await deliveries.close();
         log.info({ consumers: saved.size }, 'checkpoints saved');
         await closeVerifyWorkers();
-        await commands.close();
-        await ledger.close();
+        if (cluster !== null) await cluster.close();
+        else await commands.close();
+        await local.close();
         await store.close();
       } finally {
         lock.release();

@@ -1,3 +1,4 @@
+import type { NotOwner } from '../bus/messages.js';
 import type { LedgerRow } from '../domain/ledger.js';
 import type { Sha256Chain } from '../domain/ledger-batch.js';
 import type { WriterLimits } from '../domain/org-state.js';
@@ -26,4 +27,16 @@ export interface OrgActorOptions {
    * and a failure it reports is logged, not turned into a refusal: the rows are already durable.
    */
   afterAppend?: (org: string, rows: readonly LedgerRow[]) => Promise<unknown> | undefined;
+  /**
+   * The answer to the commands of a batch the log refused by its fence (another writer appended
+   * first); `unavailable` by default. Cluster mode answers `not_owner`, so the router routes them
+   * again (nothing of them was written).
+   */
+  onConflict?: NotOwner;
+  /**
+   * Whether the writers are rebuilt from the start-up replay (embedded mode). Without it (cluster
+   * mode: the replay is of the local replica, whose fences are not the stream's) a writer is
+   * started from the log itself on its org's first command.
+   */
+  fromReplay?: boolean;
 }

@@ -1,6 +1,6 @@
 import type { CommandHandler, RequestOptions } from '../bus/command-router.js';
 import type { BatchHandler, LedgerLog } from '../bus/ledger-log.js';
-import type { OrgCommand, OrgReply } from '../bus/messages.js';
+import type { NotOwner, OrgCommand, OrgReply } from '../bus/messages.js';
 import { OrgLedgerActor, type OrgActorOptions } from './org-ledger-actor.js';
 import { DAMAGED, damagedRefusal, LedgerDamagedError, OrgRecovery, type WriterSnapshot } from './org-recovery.js';
 
@@ -13,14 +13,16 @@ import { DAMAGED, damagedRefusal, LedgerDamagedError, OrgRecovery, type WriterSn
 export class OrgActors {
   private readonly actors = new Map<string, OrgLedgerActor | Promise<OrgLedgerActor>>();
 
-  private replaying: Map<string, OrgRecovery> | null = new Map();
+  private replaying: Map<string, OrgRecovery> | null;
   /** Orgs whose ledger has a row that cannot be read, with its seq: their writes are refused. */
   private readonly damaged = new Map<string, number>();
 
   constructor(
     private readonly log: LedgerLog,
     private readonly options: OrgActorOptions,
-  ) {}
+  ) {
+    this.replaying = options.fromReplay === false ? null : new Map();
+  }
 
   /** Feeds replayed committed batches (start-up only). */
   readonly onReplay: BatchHandler = ({ org, rows, fence }) => {
@@ -75,7 +77,16 @@ export class OrgActors {
     this.actors.delete(org);
   }
 
-  readonly handle: CommandHandler = (command: OrgCommand, options?: RequestOptions): Promise<OrgReply> => {
+  /**
+   * Drops the writers of the orgs `which` selects (cluster mode: their partition changed hands).
+   * A command that comes later starts its org's writer again from the log, so it decides from
+   * the org's last batch; a batch a dropped writer still has in flight is settled by the fence.
+   */
+  forget(which: (org: string) => boolean): void {
+    for (const org of [...this.actors.keys()]) if (which(org)) this.actors.delete(org);
+  }
+
+  readonly handle: CommandHandler = (command: OrgCommand, options?: RequestOptions): Promise<OrgReply | NotOwner> => {
     const damagedAt = this.damaged.get(command.org);
     if (damagedAt !== undefined) return Promise.resolve(damagedRefusal(command.org, damagedAt));
     const actor = this.actors.get(command.org);

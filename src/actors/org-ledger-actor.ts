@@ -1,5 +1,5 @@
 import type { Fence, LedgerLog } from '../bus/ledger-log.js';
-import type { OrgCommand, OrgReply } from '../bus/messages.js';
+import type { NotOwner, OrgCommand, OrgReply } from '../bus/messages.js';
 import { GENESIS_HASH, type LedgerRow } from '../domain/ledger.js';
 import { emptyOrgState, NO_LIMITS, type OrgState } from '../domain/org-state.js';
 import { ensureError } from '../errors.js';
@@ -8,12 +8,14 @@ import { decideBatch, PLANNING_FAILED, type Queued } from './decide-batch.js';
 import type { OrgActorOptions } from './org-actor-options.js';
 
 interface Pending extends Queued {
-  resolve: (reply: OrgReply) => void;
+  resolve: (reply: OrgReply | NotOwner) => void;
 }
 
 export type { OrgActorOptions };
 
 const UNAVAILABLE: OrgReply = { ok: false, code: 'unavailable', message: 'the ledger could not be written; nothing was recorded, retry' };
+/** An append refused by the fence: another writer appended first. */
+const CONFLICT = 'the ledger was written by another writer';
 
 /**
  * The single writer of one org's ledger. Holds the chain head, next seq and every agent's scoring
@@ -76,7 +78,7 @@ export class OrgLedgerActor {
     return actor;
   }
 
-  submit(command: OrgCommand, abandoned?: { readonly aborted: boolean }): Promise<OrgReply> {
+  submit(command: OrgCommand, abandoned?: { readonly aborted: boolean }): Promise<OrgReply | NotOwner> {
     if (this.damaged !== null) return Promise.resolve(this.damaged);
     if (this.queue.length >= this.options.maxPending) {
       return Promise.resolve({ ok: false, code: 'overloaded', message: `org ${this.org} has too many commands waiting` });
@@ -154,7 +156,7 @@ export class OrgLedgerActor {
       rows.length === 0
         ? Promise.resolve(expected)
         : this.log.append(this.org, rows, expected).then(
-            (outcome) => (outcome.ok ? outcome.fence : 'the ledger was written by another writer'),
+            (outcome) => (outcome.ok ? outcome.fence : CONFLICT),
             (error: unknown) => ensureError(error).message,
           );
     this.tail = this.tail
@@ -171,7 +173,10 @@ export class OrgLedgerActor {
             this.broken = true;
             this.options.log.error({ org: this.org, error: result }, 'ledger append failed');
           }
-          for (const pending of batch) pending.resolve(UNAVAILABLE);
+          // Refused by the fence, nothing of the batch was written: where another node owns the
+          // org now (cluster mode) the router takes the commands there.
+          const refusal = result === CONFLICT ? (this.options.onConflict ?? UNAVAILABLE) : UNAVAILABLE;
+          for (const pending of batch) pending.resolve(refusal);
           this.snapshotWaiters.push(...waiters);
         }
         if ((this.broken || this.stale) && this.inflight === 0) await this.heal();

@@ -29,6 +29,11 @@ export interface StartUp {
    * across threads), for orgs with at least `from` rows; without it the one replay does all.
    */
   bulkReplay?: BulkReplay | undefined;
+  /**
+   * Whether deliveries not yet made are made from the replay (embedded mode). Cluster mode makes
+   * them on the org's owner only, as its writer appends (OrgActorOptions.afterAppend).
+   */
+  replayDeliveries?: boolean;
 }
 
 /** The projections, by their checkpoint names (and their keys in StartUp.projections). */
@@ -51,6 +56,13 @@ export async function startConsumers(s: StartUp): Promise<{ ms: number; checkpoi
   // Checkpoints of an org rebuilt in full are not used (its state is replaced below).
   const checkpoints = checkpointed.reduce((n, m) => n + [...m.keys()].filter((org) => !rebuilt.has(org)).length, 0);
   const deliveriesHeld = new Map(s.deliveries.cursors());
+  if (s.replayDeliveries === false) {
+    for (const org of s.reader.orgs()) {
+      const last = s.reader.last(org)?.seq ?? 0;
+      s.deliveries.skipTo(org, last);
+      deliveriesHeld.set(org, last);
+    }
+  }
   for (const [org, state] of rebuilt) {
     s.actors.restore(org, state.writer);
     restored.writer.set(org, state.writer.lastSeq);

@@ -22,6 +22,10 @@ export interface AppDeps {
   config: Config;
   log: Logger;
   mode: 'embedded' | 'cluster';
+  /** Cluster mode: this node's name and the partitions it owns now (GET /health). */
+  cluster?: { node: string; partitionsOwned: () => number[] } | undefined;
+  /** Cluster mode: read-your-writes on this node (RouterDeps.caughtUp). */
+  caughtUp?: ((org: string) => Promise<void>) | undefined;
   /** Commands to the org writers. */
   commands: CommandRouter;
   registry: Registry;

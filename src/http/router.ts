@@ -47,6 +47,12 @@ export interface RouterDeps {
   log: Logger;
   keyLimiter: RateLimiter | null;
   now: () => number;
+  /**
+   * Cluster mode's read-your-writes step: resolves once this node's copy of the ledger holds the
+   * org's writes acknowledged so far (else rejects, 503). Awaited before every keyed GET; absent
+   * in embedded mode, where the one copy is always current.
+   */
+  caughtUp?: ((org: string) => Promise<void>) | undefined;
 }
 
 const NO_KEY = undefined as unknown as KeyRecord;
@@ -113,6 +119,15 @@ function handle(m: Mounted, res: HttpResponse, req: HttpRequest): void {
         ctx.body = body;
         run(m.route, exchange, ctx);
       },
+      (error: unknown) => sendError(exchange, error),
+    );
+    return;
+  }
+  if (m.deps.caughtUp !== undefined && m.route.method === 'get' && m.route.auth !== 'none') {
+    watchAbort(exchange);
+    exchange.inHandler = false;
+    m.deps.caughtUp(ctx.key.org).then(
+      () => run(m.route, exchange, ctx),
       (error: unknown) => sendError(exchange, error),
     );
     return;

@@ -74,7 +74,7 @@ function mountAll(app: uws.TemplatedApp, deps: AppDeps): Route[] {
   const keyLimiter =
     deps.config.keyRateLimitPerSecond > 0 ? new RateLimiter(deps.config.keyRateLimitPerSecond, 1000) : null;
   const routes = appRoutes(deps);
-  for (const route of routes) mount(app, route, { registry: deps.registry, keyLimiter, now: deps.now, log: deps.log });
+  for (const route of routes) mount(app, route, { registry: deps.registry, keyLimiter, now: deps.now, log: deps.log, caughtUp: deps.caughtUp });
   return routes;
 }
 

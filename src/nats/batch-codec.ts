@@ -20,13 +20,36 @@ export interface EncodedBatch {
   rows: Uint8Array[];
 }
 
-/** Encodes consecutive rows; a gap in their seqs is a writer bug, thrown. */
-export function encodeBatch(rows: readonly LedgerRow[]): Buffer {
+/** Bytes of msgpack framing per message and per row, an upper bound (array and bin headers). */
+const MESSAGE_FRAMING = 32;
+const ROW_FRAMING = 8;
+
+/**
+ * Encodes consecutive rows as one payload or, when they would not fit in `maxBytes` (the
+ * server's max_payload), as several consecutive ones, each under it. A single row over it throws,
+ * as do rows that are not consecutive (a writer bug).
+ */
+export function encodeBatches(rows: readonly LedgerRow[], maxBytes: number): { first: number; payload: Buffer }[] {
   const first = rows[0]?.seq ?? 0;
-  rows.forEach((row, i) => {
+  const encoded = rows.map((row, i) => {
     if (row.seq !== first + i) throw new Error(`ledger batch rows are not consecutive: seq ${row.seq} at index ${i} after ${first}`);
+    return encodeRow(row);
   });
-  return packr.pack([VERSION, first, rows.map(encodeRow)]);
+  const out: { first: number; payload: Buffer }[] = [];
+  let start = 0;
+  let size = MESSAGE_FRAMING;
+  for (let i = 0; i < encoded.length; i++) {
+    const bytes = encoded[i]!.byteLength + ROW_FRAMING;
+    if (MESSAGE_FRAMING + bytes > maxBytes) throw new Error(`ledger row ${first + i} is ${encoded[i]!.byteLength} bytes, over the server's max_payload of ${maxBytes}`);
+    if (size + bytes > maxBytes) {
+      out.push({ first: first + start, payload: packr.pack([VERSION, first + start, encoded.slice(start, i)]) });
+      start = i;
+      size = MESSAGE_FRAMING;
+    }
+    size += bytes;
+  }
+  out.push({ first: first + start, payload: packr.pack([VERSION, first + start, encoded.slice(start)]) });
+  return out;
 }
 
 /** The batch's first seq and row bytes; a payload that is not a batch throws. */

@@ -3,7 +3,7 @@ import { connect, type NatsConnection } from '@nats-io/transport-node';
 import type { LedgerRow } from '../domain/ledger.js';
 import type { AppendOutcome, BatchHandler, CommittedBatch, Fence, LedgerCapability, LedgerLog, Position, Subscription } from '../bus/ledger-log.js';
 import type { Logger } from '../log.js';
-import { decodeBatch, encodeBatch, sameBatch, unpackBatch } from './batch-codec.js';
+import { decodeBatch, encodeBatches, sameBatch, unpackBatch } from './batch-codec.js';
 import { ensureLedgerStream, LEDGER_STREAM, ledgerSubject, type LedgerStreamNames } from './ledger-stream.js';
 import { LedgerFeed } from './ledger-subscription.js';
 
@@ -26,6 +26,8 @@ export interface JetStreamPosition extends Position {
 }
 
 const CONFLICT: AppendOutcome = { ok: false, reason: 'conflict' };
+/** The server's default max_payload, if it does not say. */
+const DEFAULT_MAX_PAYLOAD = 1024 * 1024;
 
 /**
  * The ledger log of cluster mode (DESIGN §8): the `VIGIL_LEDGER` stream, one message per
@@ -86,19 +88,32 @@ export class JetStreamLedgerLog implements LedgerLog {
     return new JetStreamLedgerLog(nc, jetstream(nc, { timeout }), jsm, names, options, owns);
   }
 
+  /**
+   * One message, or, for a batch over the server's max_payload, several consecutive ones, each
+   * fenced on the one before. Only the first can meet another writer's fence (a conflict, nothing
+   * written); a later part refused or lost throws, like any append whose outcome is unknown, and
+   * the writer reads back what landed.
+   */
   async append(org: string, rows: readonly LedgerRow[], expected: Fence): Promise<AppendOutcome> {
-    const first = rows[0];
-    if (first === undefined) return { ok: true, fence: expected };
+    if (rows.length === 0) return { ok: true, fence: expected };
     const subject = ledgerSubject(this.names, org);
-    const payload = encodeBatch(rows);
-    const max = this.nc.info?.max_payload;
-    if (max !== undefined && payload.byteLength > max) {
-      // One message per batch: a writer must keep its batches under the server's max_payload.
-      throw new Error(`a ledger batch of ${rows.length} rows is ${payload.byteLength} bytes, over the server's max_payload of ${max}`);
+    const payloads = encodeBatches(rows, this.nc.info?.max_payload ?? DEFAULT_MAX_PAYLOAD);
+    let fence = expected;
+    for (const [i, { first, payload }] of payloads.entries()) {
+      const outcome = await this.appendOne(org, subject, first, payload, fence);
+      if (!outcome.ok) {
+        if (i === 0) return outcome;
+        throw new Error(`part ${i + 1} of ${payloads.length} of a split ledger batch of org ${org} was refused by the fence`);
+      }
+      fence = outcome.fence;
     }
+    return { ok: true, fence };
+  }
+
+  private async appendOne(org: string, subject: string, first: number, payload: Buffer, expected: Fence): Promise<AppendOutcome> {
     let ack: PubAck;
     try {
-      ack = await this.js.publish(subject, payload, { msgID: `${org}:${first.seq}`, expect: { lastSubjectSequence: expected } });
+      ack = await this.js.publish(subject, payload, { msgID: `${org}:${first}`, expect: { lastSubjectSequence: expected } });
     } catch (error) {
       if (error instanceof JetStreamApiError && error.code === JetStreamApiCodes.StreamWrongLastSequence) return CONFLICT;
       throw error;

@@ -1,3 +1,4 @@
+import { VigilError } from '../errors.js';
 import { connect, createInbox, type Msg, type NatsConnection, type Subscription } from '@nats-io/transport-node';
 import { DEFAULT_DEADLINE_MS, type CommandHandler, type CommandRouter, type RequestOptions, type RouterCapability, type ServeOptions, type Serving } from '../bus/command-router.js';
 import type { OrgCommand, ReplyTo } from '../bus/messages.js';
@@ -30,12 +31,15 @@ export interface NatsCommandRouterTimings {
 
 export const DEFAULT_TIMINGS: NatsCommandRouterTimings = { resendMs: 100, retryMs: 25, heartbeatMs: 500, acceptMarginMs: 50 };
 
-/** The owner that took a command fell silent before answering: it may or may not have decided it. */
-export class OwnerLostError extends Error {
+/**
+ * The owner that took a command fell silent before answering: it may or may not have decided it.
+ * HTTP 503 `unavailable` with Retry-After, saying the outcome is unknown (a retry may record the
+ * event twice; idempotency keys, DESIGN §9, will settle it).
+ */
+export class OwnerLostError extends VigilError {
   override readonly name = 'OwnerLostError';
-  readonly code = 'owner_lost';
   constructor(org: string) {
-    super(`the writer of org ${org} took the command and then went silent; it may have been recorded`);
+    super('unavailable', `the writer of org ${org} took the command and then went silent: it may or may not have been recorded`, undefined, { retryAfterSeconds: 1 });
   }
 }
 

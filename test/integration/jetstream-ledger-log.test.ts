@@ -95,12 +95,34 @@ run('JetStreamLedgerLog on one nats-server', () => {
     await log.close();
   });
 
-  it('refuses a batch over the server max_payload, writing nothing', async () => {
+  it('refuses a row over the server max_payload, writing nothing', async () => {
     const options = optionsFor();
     const log = await JetStreamLedgerLog.open(nc, options);
     const rows = chain(1).map((r) => ({ ...r, bodyJson: JSON.stringify({ pad: 'x'.repeat(1_100_000) }) }));
     await expect(log.append('big', rows, 0)).rejects.toThrow(/over the server's max_payload/);
     expect(await messageCount(nc, options.stream!)).toBe(0);
+    await log.close();
+  });
+
+  it('splits a batch over max_payload into consecutive messages, fenced in turn, read back whole', async () => {
+    const options = optionsFor();
+    const log = await JetStreamLedgerLog.open(nc, options);
+    // Three rows of ~600 KB: no two fit one 1 MB message.
+    const rows = chain(3).map((r) => ({ ...r, bodyJson: JSON.stringify({ pad: 'x'.repeat(600_000) }) }));
+    const appended = await log.append('big', rows, 0);
+    expect(appended.ok).toBe(true);
+    expect(await messageCount(nc, options.stream!)).toBe(3);
+    const back: LedgerRow[] = [];
+    let fence = 0;
+    for await (const batch of log.read('big', 1)) {
+      back.push(...batch.rows);
+      fence = batch.fence;
+    }
+    expect(back.map((r) => r.seq)).toEqual([1, 2, 3]);
+    expect(appended.ok && appended.fence).toBe(fence);
+    // The fence of the last part continues the org; the first part's does not.
+    expect((await log.append('big', chain(4).slice(3), fence - 1)).ok).toBe(false);
+    expect((await log.append('big', chain(4).slice(3), fence)).ok).toBe(true);
     await log.close();
   });
 

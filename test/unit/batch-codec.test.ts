@@ -1,7 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { decodeBatch, encodeBatch, sameBatch, unpackBatch } from '../../src/nats/batch-codec.js';
+import { decodeBatch, encodeBatches, sameBatch, unpackBatch } from '../../src/nats/batch-codec.js';
 import { encodeRow } from '../../src/store/row-codec.js';
 import { chain } from '../contract/ledger-log.case.js';
+
+/** One payload, however large. */
+const encodeBatch = (rows: Parameters<typeof encodeBatches>[0]): Buffer => encodeBatches(rows, Number.MAX_SAFE_INTEGER)[0]!.payload;
 
 describe('ledger batch codec (one JetStream message per batch)', () => {
   it('round-trips consecutive rows: seqs, fields and hashes', () => {
@@ -32,5 +35,17 @@ describe('ledger batch codec (one JetStream message per batch)', () => {
     expect(sameBatch(unpackBatch(encodeBatch(a)), unpackBatch(encodeBatch(chain(2))))).toBe(true);
     expect(sameBatch(unpackBatch(encodeBatch(a)), unpackBatch(encodeBatch(b)))).toBe(false);
     expect(sameBatch(unpackBatch(encodeBatch(a)), unpackBatch(encodeBatch(a.slice(0, 1))))).toBe(false);
+  });
+
+  it('splits rows that would pass max_payload into consecutive payloads, each under it', () => {
+    const rows = chain(12);
+    const whole = encodeBatch(rows).byteLength;
+    const parts = encodeBatches(rows, Math.ceil(whole / 3));
+    expect(parts.length).toBeGreaterThanOrEqual(3);
+    for (const part of parts) expect(part.payload.byteLength).toBeLessThanOrEqual(Math.ceil(whole / 3));
+    const back = parts.flatMap((p) => decodeBatch(unpackBatch(p.payload)));
+    expect(back.map((r) => r.seq)).toEqual(rows.map((r) => r.seq));
+    expect(parts.map((p) => p.first)).toEqual(parts.map((p) => unpackBatch(p.payload).first));
+    expect(() => encodeBatches(rows, 40)).toThrow(/over the server's max_payload of 40/);
   });
 });

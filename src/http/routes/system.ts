@@ -13,7 +13,12 @@ export function systemRoutes(deps: AppDeps): Route[] {
       method: 'get',
       path: '/health',
       auth: 'none',
-      handler: () => ({ body: { status: 'ok', version: VERSION, mode: deps.mode } }),
+      handler: () => ({
+        body:
+          deps.cluster === undefined
+            ? { status: 'ok', version: VERSION, mode: deps.mode }
+            : { status: 'ok', version: VERSION, mode: deps.mode, node: deps.cluster.node, partitions_owned: deps.cluster.partitionsOwned() },
+      }),
     },
     {
       method: 'get',

@@ -1,0 +1,141 @@
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import type { AppendOutcome, BatchHandler, CommittedBatch, Fence, LedgerCapability, LedgerLog, Position, Subscription } from '../bus/ledger-log.js';
+import type { NotOwner } from '../bus/messages.js';
+import type { LedgerRow } from '../domain/ledger.js';
+import type { OrgActors } from '../actors/org-actors.js';
+import type { ClusterConfig } from '../config.js';
+import { ensureError, StartError } from '../errors.js';
+import type { Logger } from '../log.js';
+import type { LmdbStores } from '../store/lmdb.js';
+import type { LmdbLedgerLog } from '../store/lmdb-ledger-log.js';
+import { ensureClusterSettings, defaultReplicas } from './cluster-settings.js';
+import { JetStreamLedgerLog } from './jetstream-ledger-log.js';
+import { LedgerReplica } from './ledger-replica.js';
+import { NatsCommandRouter } from './nats-command-router.js';
+import { PartitionLeases } from './partition-leases.js';
+import { partitionOf } from './partition.js';
+
+/** What a writer answers when the fence refused its batch: the router routes it to the owner. */
+export const NOT_OWNER: NotOwner = { ok: false, code: 'not_owner', message: 'another node wrote this org\'s ledger first' };
+
+/**
+ * The writers' log in cluster mode: appends go to the stream (fenced there); a writer starting or
+ * healing recovers from the local replica once it holds the org's last batch.
+ */
+class WriterLog implements LedgerLog {
+  readonly capabilities: readonly LedgerCapability[] = [];
+
+  constructor(
+    private readonly stream: JetStreamLedgerLog,
+    private readonly replica: LedgerReplica,
+  ) {}
+
+  append(org: string, rows: readonly LedgerRow[], expected: Fence): Promise<AppendOutcome> {
+    return this.stream.append(org, rows, expected);
+  }
+
+  read(org: string, fromSeq: number): AsyncIterable<CommittedBatch> {
+    return this.replica.readCaughtUp(org, fromSeq);
+  }
+
+  positionAfter(held: ReadonlyMap<string, number>): Position {
+    return this.stream.positionAfter(held);
+  }
+
+  subscribe(handler: BatchHandler, from: Position): Promise<Subscription> {
+    return this.stream.subscribe(handler, from);
+  }
+
+  async close(): Promise<void> {
+    // The stream and the replica are closed by the node.
+  }
+}
+
+/**
+ * This node's membership of a cluster (DESIGN §8): one NATS connection shared by the ledger
+ * stream, the local replica, the command router and the partition leases. Opened before the
+ * actors (the replica must be caught up before the start-up replay reads it); `serve` then hands
+ * the writers the partitions this node wins.
+ */
+export class ClusterNode {
+  /** The log the org writers append to. */
+  readonly writerLog: LedgerLog;
+
+  private constructor(
+    readonly config: ClusterConfig,
+    readonly nc: NatsConnection,
+    readonly replicas: number,
+    readonly ledger: JetStreamLedgerLog,
+    readonly replica: LedgerReplica,
+    readonly commands: NatsCommandRouter,
+    readonly leases: PartitionLeases,
+    private readonly log: Logger,
+  ) {
+    this.writerLog = new WriterLog(ledger, replica);
+  }
+
+  /**
+   * Connects, checks the cluster's settings (VIGIL_PARTITIONS must match the first node's), opens
+   * the ledger stream and catches the local replica up with it. A failure closes what was opened.
+   */
+  static async join(config: ClusterConfig, store: LmdbStores, local: LmdbLedgerLog, log: Logger): Promise<ClusterNode> {
+    let nc: NatsConnection;
+    try {
+      nc = await connect({ servers: config.servers, name: `vigil ${config.node}`, maxReconnectAttempts: -1 });
+    } catch (error) {
+      throw new StartError('cluster_unavailable', `cannot reach NATS at ${config.servers.join(',')} (VIGIL_NATS_URL): ${ensureError(error).message}`, { cause: error });
+    }
+    const closing: (() => Promise<unknown>)[] = [() => nc.close()];
+    try {
+      const replicas = config.replicas ?? defaultReplicas(nc);
+      try {
+        await ensureClusterSettings(nc, { partitions: config.partitions, replicas });
+      } catch (error) {
+        throw new StartError('cluster_mismatch', ensureError(error).message, { cause: error });
+      }
+      const ledger = await JetStreamLedgerLog.open(nc, { replicas, log });
+      closing.unshift(() => ledger.close());
+      const replica = await LedgerReplica.start(nc, ledger, local, store.ledger, { meta: store.env.table<string, number>('replica'), log });
+      closing.unshift(() => replica.close());
+      const commands = NatsCommandRouter.open(nc, { partitions: config.partitions, log });
+      closing.unshift(() => commands.close());
+      const leases = await PartitionLeases.open(nc, { node: config.node, partitions: config.partitions, leaseSeconds: config.leaseSeconds, replicas, log });
+      log.info({ node: config.node, holder: leases.holder, replicas, partitions: config.partitions }, 'joined the cluster');
+      return new ClusterNode(config, nc, replicas, ledger, replica, commands, leases, log);
+    } catch (error) {
+      for (const close of closing) await close().catch(() => undefined);
+      throw error;
+    }
+  }
+
+  /**
+   * Serves the commands of the orgs in the partitions this node holds. A partition gained or lost
+   * drops its orgs' writers, so the next command starts its writer from the org's last batch.
+   */
+  serve(actors: OrgActors): void {
+    const partitions = this.config.partitions;
+    this.leases.onChange(({ gained, lost }) => {
+      const moved = new Set([...gained, ...lost]);
+      actors.forget((org) => moved.has(partitionOf(org, partitions)));
+      if (gained.length + lost.length > 0) this.log.info({ gained: gained.length, lost: lost.length, owned: this.leases.owned().length }, 'partitions changed hands');
+    });
+    this.commands.serve(actors.handle, { owns: (org) => this.leases.owns(partitionOf(org, partitions)) });
+    this.leases.start();
+  }
+
+  partitionsOwned(): number[] {
+    return this.leases.owned();
+  }
+
+  /** Releases the leases first (another node takes the partitions at once), then the rest. */
+  async close(): Promise<void> {
+    const steps: (() => Promise<unknown>)[] = [() => this.leases.close(), () => this.commands.close(), () => this.replica.close(), () => this.ledger.close(), () => this.nc.drain()];
+    for (const step of steps) {
+      try {
+        await step();
+      } catch (error) {
+        this.log.error({ error: ensureError(error).message }, 'leaving the cluster: a step failed');
+      }
+    }
+  }
+}

@@ -1,0 +1,119 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { StartError } from '../../src/errors.js';
+import { natsAvailable, startNats, type NatsServers } from '../support/nats.js';
+import { call, parseLines, removeDir, startServer, tempDir, type TestServer } from '../support/server.js';
+
+/**
+ * Cluster mode end to end (DESIGN §8): two Vigil runtimes with their own data dirs joined through
+ * a real nats-server; every route answered on both, one writer per org, reads that see every
+ * acknowledged write, a replica rebuilt from the stream.
+ */
+const run = natsAvailable('cluster mode') ? describe : describe.skip;
+
+const PARTITIONS = 8;
+const event = (i: number) => ({ agent_id: 'bot', event_type: 'output_generated', payload: { i }, dti: 0.2 });
+
+async function until(what: string, ok: () => Promise<boolean>, ms = 20_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!(await ok())) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+run('cluster mode', () => {
+  let nats: NatsServers;
+  const dirs: string[] = [];
+  const nodes: TestServer[] = [];
+  const env = (node: string): Record<string, string> => ({
+    VIGIL_NATS_URL: nats.urls.join(','),
+    VIGIL_NODE_ID: node,
+    VIGIL_PARTITIONS: String(PARTITIONS),
+    VIGIL_LEASE_SECONDS: '1',
+  });
+  const join = async (node: string): Promise<TestServer> => {
+    const dir = tempDir('vigil-cluster-');
+    dirs.push(dir);
+    const server = await startServer(env(node), dir);
+    nodes.push(server);
+    return server;
+  };
+
+  beforeAll(async () => {
+    nats = await startNats({ nodes: 1 });
+  }, 60_000);
+
+  afterAll(async () => {
+    for (const node of nodes) await node.close().catch(() => undefined);
+    await nats?.stop();
+    for (const dir of dirs) removeDir(dir);
+  });
+
+  it('says mode "cluster", its node and the partitions it owns; two nodes split them', async () => {
+    const a = await join('node-a');
+    await until('node-a to own every partition', async () => (await call(a.url, 'GET', '/health')).body.partitions_owned.length === PARTITIONS);
+    const b = await join('node-b');
+    await until('the partitions to be shared', async () => {
+      const [ha, hb] = await Promise.all([call(a.url, 'GET', '/health'), call(b.url, 'GET', '/health')]);
+      const owned = [...ha.body.partitions_owned, ...hb.body.partitions_owned];
+      return hb.body.partitions_owned.length > 0 && owned.length === PARTITIONS && new Set(owned).size === PARTITIONS;
+    });
+    const health = (await call(b.url, 'GET', '/health')).body;
+    expect(health).toMatchObject({ status: 'ok', mode: 'cluster', node: 'node-b' });
+    expect(Object.keys(health).sort()).toEqual(['mode', 'node', 'partitions_owned', 'status', 'version']);
+  }, 60_000);
+
+  it('takes writes on either node into one chain: ids unique and increasing, each read on the other node at once', async () => {
+    const [a, b] = nodes as [TestServer, TestServer];
+    expect((await call(a.url, 'POST', '/agents', { body: { agent_id: 'bot', name: 'Bot' } })).status).toBe(201);
+    const ids: number[] = [];
+    for (let i = 0; i < 20; i++) {
+      const [writer, reader] = i % 2 === 0 ? [a, b] : [b, a];
+      const res = await call(writer.url, 'POST', '/events', { body: event(i) });
+      expect(res.status).toBe(200);
+      ids.push(res.body.event_id);
+      // Read-your-writes on the other node: its replica waits for the org's last batch.
+      const agent = await call(reader.url, 'GET', '/agents/bot');
+      expect(agent.body.ledger_records).toBe(i + 2);
+    }
+    expect(ids).toEqual([...ids].sort((x, y) => x - y));
+    expect(new Set(ids).size).toBe(ids.length);
+    for (const node of [a, b]) {
+      const verify = await call(node.url, 'GET', '/audit/bot/verify');
+      expect(verify.body).toMatchObject({ ok: true, length: 21 });
+    }
+    const exportA = parseLines((await call(a.url, 'GET', '/audit/export')).text);
+    const exportB = parseLines((await call(b.url, 'GET', '/audit/export')).text);
+    expect(exportB).toEqual(exportA);
+    expect(exportA.length).toBe(21);
+  }, 60_000);
+
+  it('concurrent writes on both nodes: every acknowledged event is in the chain once, no fork', async () => {
+    const [a, b] = nodes as [TestServer, TestServer];
+    const results = await Promise.all(Array.from({ length: 60 }, (_, i) => call((i % 2 === 0 ? a : b).url, 'POST', '/events', { body: event(100 + i) })));
+    expect(results.map((r) => r.status)).toEqual(results.map(() => 200));
+    const ids = results.map((r) => r.body.event_id as number);
+    expect(new Set(ids).size).toBe(60);
+    const rows = parseLines((await call(b.url, 'GET', '/audit/export')).text);
+    expect(rows.length).toBe(81);
+    expect(rows.map((r) => r.seq)).toEqual(rows.map((_, i) => i + 1));
+    expect((await call(a.url, 'GET', '/audit/bot/verify')).body).toMatchObject({ ok: true, length: 81 });
+  }, 60_000);
+
+  it('rebuilds a deleted replica from the stream on start', async () => {
+    const b = nodes.pop()!;
+    await b.close();
+    const fresh = await join('node-b');
+    const rows = parseLines((await call(fresh.url, 'GET', '/audit/export')).text);
+    expect(rows.length).toBe(81);
+    expect((await call(fresh.url, 'GET', '/agents/bot')).body.ledger_records).toBe(81);
+  }, 60_000);
+
+  it('refuses to start a node configured with other partitions than the cluster', async () => {
+    const dir = tempDir('vigil-cluster-');
+    dirs.push(dir);
+    const refused = startServer({ ...env('node-c'), VIGIL_PARTITIONS: '16' }, dir);
+    await expect(refused).rejects.toBeInstanceOf(StartError);
+    await expect(refused).rejects.toThrow(/VIGIL_PARTITIONS/);
+  }, 30_000);
+});
