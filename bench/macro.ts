@@ -16,15 +16,16 @@ const KEY = 'vgl_bench-macro-key-0123456789abcdefghijklmnopqr';
 const AGENT = 'bench-agent';
 const EVENT = JSON.stringify({ agent_id: AGENT, event_type: 'output_generated', payload: { content_length: 512 }, dti: 0.1 });
 
-interface Target {
+export interface Target {
   name: string;
   url: string;
 }
 
-interface Scenario {
+export interface Scenario {
   name: string;
   method: 'GET' | 'POST';
   path: string;
+  headers: Record<string, string>;
   body?: string;
   targets: Target[];
 }
@@ -84,6 +85,7 @@ export async function runMacro(options: MacroOptions): Promise<MacroRow[]> {
         name: 'POST /events/',
         method: 'POST',
         path: '/events/',
+        headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' },
         body: EVENT,
         targets: [
           { name: 'fastify', url: fastify.url },
@@ -96,6 +98,7 @@ export async function runMacro(options: MacroOptions): Promise<MacroRow[]> {
         name: 'GET /public/agents/{org}/{agent}',
         method: 'GET',
         path: `/public/agents/bench/${AGENT}`,
+        headers: {},
         targets: [
           { name: 'fastify', url: fastify.url },
           { name: 'uws', url: uws.url },
@@ -103,45 +106,53 @@ export async function runMacro(options: MacroOptions): Promise<MacroRow[]> {
         ],
       },
     ];
-    const samples = new Map<string, LoadResult[]>();
-    for (let round = 1; round <= options.rounds; round++) {
-      for (const scenario of scenarios) {
-        for (const target of scenario.targets) {
-          const spec = {
-            url: target.url + scenario.path,
-            method: scenario.method,
-            headers: (scenario.method === 'POST' ? { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' } : {}) as Record<string, string>,
-            ...(scenario.body === undefined ? {} : { body: scenario.body }),
-            connections: options.connections,
-          };
-          if (options.warmupSeconds > 0) await runLoad({ ...spec, durationSec: options.warmupSeconds });
-          const result = await runLoad({ ...spec, durationSec: options.seconds });
-          const key = `${scenario.name}\u0000${target.name}`;
-          samples.set(key, [...(samples.get(key) ?? []), result]);
-          options.log(`round ${round}/${options.rounds}  ${scenario.name.padEnd(34)} ${target.name.padEnd(16)} ${Math.round(result.rps).toString().padStart(7)} req/s  p99 ${result.p99} ms  errors ${result.errors}`);
-        }
-      }
-    }
-    const rows: MacroRow[] = [];
-    for (const scenario of scenarios) {
-      for (const target of scenario.targets) {
-        const runs = samples.get(`${scenario.name}\u0000${target.name}`) ?? [];
-        rows.push({
-          scenario: scenario.name,
-          target: target.name,
-          rps: Math.round(mean(runs.map((r) => r.rps))),
-          p50: median(runs.map((r) => r.p50)),
-          p99: median(runs.map((r) => r.p99)),
-          errors: runs.reduce((n, r) => n + r.errors, 0),
-          requests: runs.reduce((n, r) => n + r.requests, 0),
-        });
-      }
-    }
-    return rows;
+    return await measure(scenarios, options);
   } finally {
     await Promise.allSettled([fastify.stop(), uws.stop(), sync.proc.stop(), proc.proc.stop()]);
     for (const dir of [sync.dir, proc.dir]) rmSync(dir, { recursive: true, force: true });
   }
+}
+
+/**
+ * Runs every scenario against each of its targets, round by round (a warm-up, then the measured
+ * run), and folds the rounds into one row per scenario and target: mean req/s, median latencies.
+ */
+export async function measure(scenarios: Scenario[], options: MacroOptions): Promise<MacroRow[]> {
+  const samples = new Map<string, LoadResult[]>();
+  for (let round = 1; round <= options.rounds; round++) {
+    for (const scenario of scenarios) {
+      for (const target of scenario.targets) {
+        const spec = {
+          url: target.url + scenario.path,
+          method: scenario.method,
+          headers: scenario.headers,
+          ...(scenario.body === undefined ? {} : { body: scenario.body }),
+          connections: options.connections,
+        };
+        if (options.warmupSeconds > 0) await runLoad({ ...spec, durationSec: options.warmupSeconds });
+        const result = await runLoad({ ...spec, durationSec: options.seconds });
+        const key = `${scenario.name}\u0000${target.name}`;
+        samples.set(key, [...(samples.get(key) ?? []), result]);
+        options.log(`round ${round}/${options.rounds}  ${scenario.name.padEnd(34)} ${target.name.padEnd(16)} ${Math.round(result.rps).toString().padStart(7)} req/s  p99 ${result.p99} ms  errors ${result.errors}`);
+      }
+    }
+  }
+  const rows: MacroRow[] = [];
+  for (const scenario of scenarios) {
+    for (const target of scenario.targets) {
+      const runs = samples.get(`${scenario.name}\u0000${target.name}`) ?? [];
+      rows.push({
+        scenario: scenario.name,
+        target: target.name,
+        rps: Math.round(mean(runs.map((r) => r.rps))),
+        p50: median(runs.map((r) => r.p50)),
+        p99: median(runs.map((r) => r.p99)),
+        errors: runs.reduce((n, r) => n + r.errors, 0),
+        requests: runs.reduce((n, r) => n + r.requests, 0),
+      });
+    }
+  }
+  return rows;
 }
 
 function mean(xs: number[]): number {

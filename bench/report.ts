@@ -85,9 +85,13 @@ function microTable(r: BenchReport): Table {
 }
 
 function macroTable(r: BenchReport): Table {
+  return macroRowsTable(r.macro);
+}
+
+function macroRowsTable(macro: MacroRow[]): Table {
   return {
     head: ['scenario', 'target', 'req/s', 'p50', 'p99', 'errors', 'requests'],
-    rows: r.macro.map((m) => [m.scenario, m.target, fmtInt(m.rps), fmtMs(m.p50), fmtMs(m.p99), fmtInt(m.errors), fmtInt(m.requests)]),
+    rows: macro.map((m) => [m.scenario, m.target, fmtInt(m.rps), fmtMs(m.p50), fmtMs(m.p99), fmtInt(m.errors), fmtInt(m.requests)]),
     right: [2, 3, 4, 5, 6],
   };
 }
@@ -146,6 +150,11 @@ function renderText(t: Table): string {
     `  ${widths.map((w, i) => pad(cells[i] ?? '', w, right.has(i))).join('  ')}`.trimEnd();
   const rule = `  ${widths.map((w) => '─'.repeat(w)).join('  ')}`;
   return [line(t.head), rule, ...t.rows.map(line)].join('\n');
+}
+
+/** The macro rows alone, as a terminal table (`npm run bench -- --targets`). */
+export function macroText(macro: MacroRow[]): string {
+  return renderText(macroRowsTable(macro));
 }
 
 export function printReport(r: BenchReport): void {

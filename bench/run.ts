@@ -1,6 +1,8 @@
 /**
  * `npm run bench [-- --quick]`: micro benchmarks, the macro benchmark against peers, and the
  * ledger at scale. Prints a table, writes bench/results/latest.json and latest.md.
+ * `npm run bench -- --targets <url>,<url> [--quick]`: only the macro load, against running nodes
+ * (bench/targets.ts).
  */
 import { cpus } from 'node:os';
 import { fileURLToPath } from 'node:url';
@@ -9,10 +11,23 @@ import { loadTool, wrkThreads } from './load.js';
 import { runMacro } from './macro.js';
 import { runMicro } from './micro.js';
 import { printReport, writeReport, type BenchReport, type MacroRow, type Ratio } from './report.js';
+import { benchTargets, parseTargets } from './targets.js';
 
 const quick = process.argv.includes('--quick');
 const log = (line: string): void => console.log(line);
 const started = performance.now();
+
+let targets: string[] | null = null;
+try {
+  targets = parseTargets(process.argv.slice(2));
+} catch (error) {
+  console.error(error instanceof Error ? error.message : String(error));
+  process.exit(2);
+}
+if (targets !== null) {
+  log(`Vigil bench against ${targets.join(', ')} (${quick ? 'quick' : 'full'}), load generator: ${loadTool() === 'wrk' ? `wrk with ${wrkThreads()} thread(s)` : 'autocannon'}`);
+  process.exit(await benchTargets(targets, quick, process.env.VIGIL_BENCH_KEY, log));
+}
 
 log(`Vigil bench (${quick ? 'quick' : 'full'}), load generator: ${loadTool() === 'wrk' ? `wrk with ${wrkThreads()} thread(s)` : 'autocannon'}`);
 log('micro…');

@@ -62,6 +62,9 @@ const envSchema = z.object({
   VIGIL_BOOTSTRAP_KEY: z.string().min(1).optional(),
 });
 
+/** The variables loadConfig reads (demo mode's VIGIL_LLM_* are read by demo/config.ts); others are ignored. */
+export const CONFIG_VARIABLES: readonly string[] = Object.keys(envSchema.shape);
+
 export interface Config {
   port: number;
   host: string;

@@ -46,10 +46,20 @@ export function natsAvailable(what: string): boolean {
   return false;
 }
 
+/** A nats-server to start from a config of the caller's, which names these loopback ports. */
+export interface NatsNodeConfig {
+  name: string;
+  /** The config file's text (nats.conf syntax, or JSON). */
+  text: string;
+  /** Client port. */
+  port: number;
+  /** Monitoring port (`http`), polled for `/healthz`. */
+  httpPort: number;
+}
+
 interface Node {
   name: string;
   port: number;
-  clusterPort: number;
   httpPort: number;
   config: string;
   process: ChildProcess | null;
@@ -63,16 +73,25 @@ interface Node {
  * what started.
  */
 export async function startNats(options: { nodes: 1 | 3 }): Promise<NatsServers> {
-  const bin = natsServerBin();
-  if (bin === null) throw new Error('nats-server not found (install it or set NATS_SERVER_BIN)');
   const dir = tempDir('vigil-nats-');
   const ports = await freePorts(options.nodes * 3);
-  const nodes: Node[] = [];
-  for (let i = 0; i < options.nodes; i++) {
+  const layout = Array.from({ length: options.nodes }, (_, i) => {
     const [port, clusterPort, httpPort] = ports.slice(3 * i, 3 * i + 3) as [number, number, number];
-    nodes.push({ name: `n${i}`, port, clusterPort, httpPort, config: join(dir, `n${i}.conf`), process: null, output: [] });
-  }
-  for (const node of nodes) writeFileSync(node.config, configFor(node, nodes, dir));
+    return { name: `n${i}`, port, clusterPort, httpPort };
+  });
+  return startNatsConfigs(layout.map((node) => ({ ...node, text: configFor(node, layout, dir) })), dir);
+}
+
+/**
+ * Starts one nats-server per config (each written to a file in `dir`, a temp dir that `stop`
+ * removes), and resolves once a stream with one replica per node can be made and every node is
+ * healthy. Whatever fails on the way stops what started.
+ */
+export async function startNatsConfigs(configs: readonly NatsNodeConfig[], dir: string): Promise<NatsServers> {
+  const bin = natsServerBin();
+  if (bin === null) throw new Error('nats-server not found (install it or set NATS_SERVER_BIN)');
+  const nodes: Node[] = configs.map(({ name, port, httpPort }) => ({ name, port, httpPort, config: join(dir, `${name}.conf`), process: null, output: [] }));
+  configs.forEach((c, i) => writeFileSync(nodes[i]!.config, c.text));
   const urls = nodes.map((n) => `nats://127.0.0.1:${n.port}`);
 
   const nodeAt = (i: number): Node => {
@@ -94,7 +113,7 @@ export async function startNats(options: { nodes: 1 | 3 }): Promise<NatsServers>
   };
   try {
     await Promise.all(nodes.map((n) => startNode(bin, n)));
-    await jetStreamReady(urls, options.nodes);
+    await jetStreamReady(urls, nodes.length);
     await Promise.all(nodes.map(healthy));
     return servers;
   } catch (error) {
@@ -103,7 +122,14 @@ export async function startNats(options: { nodes: 1 | 3 }): Promise<NatsServers>
   }
 }
 
-function configFor(node: Node, nodes: readonly Node[], dir: string): string {
+interface Layout {
+  name: string;
+  port: number;
+  clusterPort: number;
+  httpPort: number;
+}
+
+function configFor(node: Layout, nodes: readonly Layout[], dir: string): string {
   const lines = [
     `server_name: ${node.name}`,
     `listen: "127.0.0.1:${node.port}"`,
@@ -209,7 +235,7 @@ async function healthy(node: Node): Promise<void> {
 }
 
 /** Ports the kernel hands out free now, all distinct (a small race with other processes remains). */
-async function freePorts(count: number): Promise<number[]> {
+export async function freePorts(count: number): Promise<number[]> {
   const held = await Promise.all(
     Array.from({ length: count }, () => new Promise<ReturnType<typeof createServer>>((resolve, reject) => {
       const server = createServer();
