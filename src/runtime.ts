@@ -28,7 +28,8 @@ import { checkReceiverUrl, type Lookup } from './net/receiver-address.js';
 import { createLogger, type Logger } from './log.js';
 import { Registry } from './services/registry.js';
 import { nativeSha256Chain } from './store/batch-hash.js';
-import { openLmdb, type LmdbStores } from './store/lmdb.js';
+import { openLmdb } from './store/lmdb.js';
+import type { RegistryStore } from './store/registry-store.js';
 import { LmdbLedgerLog } from './store/lmdb-ledger-log.js';
 import { PartitionedReplay, type ReplayOptions } from './store/partitioned-replay.js';
 import { LmdbScoringKeyStore } from './record-scoring/lmdb-key-store.js';
@@ -91,9 +92,6 @@ async function start(config: Config, log: Logger, options: RuntimeOptions, lock:
   const now = (): number => Date.now();
   const store = openLmdb(config.dataDir, config.durability);
   opened.push(() => store.close());
-  const registry = new Registry(store.registry);
-  const firstKey = await bootstrap(config, store, registry);
-  if (firstKey !== null) options.showFirstKey?.(firstKey);
 
   // This node's ledger: in embedded mode the system of record, in cluster mode a replica of the
   // stream; the projections follow it in both.
@@ -101,6 +99,11 @@ async function start(config: Config, log: Logger, options: RuntimeOptions, lock:
   opened.push(() => local.close());
   const cluster = config.cluster === undefined ? null : await ClusterNode.join(config.cluster, store, local, log);
   if (cluster !== null) opened.push(() => cluster.close());
+  // Orgs, keys and plans: this node's in embedded mode, the cluster's KV buckets in cluster mode.
+  const registryStore: RegistryStore = cluster?.stores.registry ?? store.registry;
+  const registry = new Registry(registryStore);
+  const firstKey = await bootstrap(config, registryStore, registry);
+  if (firstKey !== null) options.showFirstKey?.(firstKey);
   const ledger: LedgerLog = cluster?.writerLog ?? local;
   const commands: CommandRouter = cluster?.commands ?? new LocalCommandRouter();
   const mode = cluster === null ? 'embedded' : 'cluster';
@@ -195,10 +198,10 @@ async function start(config: Config, log: Logger, options: RuntimeOptions, lock:
       ? await Studio.start({
           commands,
           directory,
-          store: new LmdbStudioAgentStore(store.env),
+          store: cluster?.stores.studioAgents ?? new LmdbStudioAgentStore(store.env),
           model: served.llm === null ? new TemplateModel() : new OpenAiCompatibleModel(served.llm),
           baseUrl: served.baseUrl,
-          seedOrgs: store.registry.listOrgs().map((org) => org.slug),
+          seedOrgs: registryStore.listOrgs().map((org) => org.slug),
           now,
           log,
         })
@@ -221,7 +224,7 @@ async function start(config: Config, log: Logger, options: RuntimeOptions, lock:
       meter,
       exportLog,
       studio,
-      scoringKeys: new LmdbScoringKeyStore(store.env),
+      scoringKeys: cluster?.stores.scoringKeys ?? new LmdbScoringKeyStore(store.env),
       now,
       verifyChain: (org, length, agentId, watchHead) => verifyChain(store.ledger, org, length, agentId, watchHead),
     };
@@ -258,12 +261,12 @@ async function start(config: Config, log: Logger, options: RuntimeOptions, lock:
 }
 
 /** The admin key created on a first start with an empty data dir, or null. Never logged: secrets stay out of logs. */
-async function bootstrap(config: Config, store: LmdbStores, registry: Registry): Promise<string | null> {
+async function bootstrap(config: Config, store: RegistryStore, registry: Registry): Promise<string | null> {
   if (config.bootstrap !== undefined) {
     await registry.ensureKey(config.bootstrap.org, config.bootstrap.key, 'bootstrap');
     return null;
   }
-  if (!store.registry.isEmpty()) return null;
+  if (!store.isEmpty()) return null;
   await registry.ensureOrg('default');
   const created = await registry.createKey('default', Scope, 'first-start admin');
   return created.key;

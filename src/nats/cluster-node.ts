@@ -9,6 +9,7 @@ import type { Logger } from '../log.js';
 import type { LmdbStores } from '../store/lmdb.js';
 import type { LmdbLedgerLog } from '../store/lmdb-ledger-log.js';
 import { ensureClusterSettings, defaultReplicas } from './cluster-settings.js';
+import { openClusterStores, type ClusterStores } from './cluster-stores.js';
 import { JetStreamLedgerLog } from './jetstream-ledger-log.js';
 import { LedgerReplica } from './ledger-replica.js';
 import { NatsCommandRouter } from './nats-command-router.js';
@@ -53,7 +54,7 @@ class WriterLog implements LedgerLog {
 
 /**
  * This node's membership of a cluster (DESIGN §8): one NATS connection shared by the ledger
- * stream, the local replica, the command router and the partition leases. Opened before the
+ * stream, the local replica, the command router, the partition leases and the KV stores. Opened before the
  * actors (the replica must be caught up before the start-up replay reads it); `serve` then hands
  * the writers the partitions this node wins.
  */
@@ -69,6 +70,8 @@ export class ClusterNode {
     readonly replica: LedgerReplica,
     readonly commands: NatsCommandRouter,
     readonly leases: PartitionLeases,
+    /** Orgs, keys, plans, sandbox keys and studio agents, shared by every node. */
+    readonly stores: ClusterStores,
     private readonly log: Logger,
   ) {
     this.writerLog = new WriterLog(ledger, replica);
@@ -93,6 +96,8 @@ export class ClusterNode {
       } catch (error) {
         throw new StartError('cluster_mismatch', ensureError(error).message, { cause: error });
       }
+      const stores = await openClusterStores(nc, { replicas, log });
+      closing.unshift(() => stores.close());
       const ledger = await JetStreamLedgerLog.open(nc, { replicas, log });
       closing.unshift(() => ledger.close());
       const replica = await LedgerReplica.start(nc, ledger, local, store.ledger, { meta: store.env.table<string, number>('replica'), log });
@@ -101,7 +106,7 @@ export class ClusterNode {
       closing.unshift(() => commands.close());
       const leases = await PartitionLeases.open(nc, { node: config.node, partitions: config.partitions, leaseSeconds: config.leaseSeconds, replicas, log });
       log.info({ node: config.node, holder: leases.holder, replicas, partitions: config.partitions }, 'joined the cluster');
-      return new ClusterNode(config, nc, replicas, ledger, replica, commands, leases, log);
+      return new ClusterNode(config, nc, replicas, ledger, replica, commands, leases, stores, log);
     } catch (error) {
       for (const close of closing) await close().catch(() => undefined);
       throw error;
@@ -129,7 +134,7 @@ export class ClusterNode {
 
   /** Releases the leases first (another node takes the partitions at once), then the rest. */
   async close(): Promise<void> {
-    const steps: (() => Promise<unknown>)[] = [() => this.leases.close(), () => this.commands.close(), () => this.replica.close(), () => this.ledger.close(), () => this.nc.drain()];
+    const steps: (() => Promise<unknown>)[] = [() => this.leases.close(), () => this.commands.close(), () => this.replica.close(), () => this.ledger.close(), () => this.stores.close(), () => this.nc.drain()];
     for (const step of steps) {
       try {
         await step();

@@ -100,13 +100,23 @@ run('cluster mode', () => {
     expect((await call(a.url, 'GET', '/audit/bot/verify')).body).toMatchObject({ ok: true, length: 81 });
   }, 60_000);
 
+  it('honours a key created on one node on the other at once (the registry is in replicated KV)', async () => {
+    const [a, b] = nodes as [TestServer, TestServer];
+    const created = await call(a.url, 'POST', '/admin/keys', { body: { scopes: ['events:write'], name: 'runtime' } });
+    expect(created.status).toBe(201);
+    await until('node b to know the key', async () => (await call(b.url, 'GET', '/orgs/me', { key: created.body.key })).status === 200, 5_000);
+    const seen = await call(b.url, 'GET', '/orgs/me', { key: created.body.key });
+    expect(seen.body).toMatchObject({ slug: 'acme', key: { id: created.body.id, name: 'runtime', scopes: ['events:write'] } });
+    expect((await call(b.url, 'POST', '/events', { key: created.body.key, body: event(999) })).status).toBe(200);
+  }, 30_000);
+
   it('rebuilds a deleted replica from the stream on start', async () => {
     const b = nodes.pop()!;
     await b.close();
     const fresh = await join('node-b');
     const rows = parseLines((await call(fresh.url, 'GET', '/audit/export')).text);
-    expect(rows.length).toBe(81);
-    expect((await call(fresh.url, 'GET', '/agents/bot')).body.ledger_records).toBe(81);
+    expect(rows.length).toBe(82);
+    expect((await call(fresh.url, 'GET', '/agents/bot')).body.ledger_records).toBe(82);
   }, 60_000);
 
   it('refuses to start a node configured with other partitions than the cluster', async () => {
