@@ -48,10 +48,13 @@ const RESTART_GRACE_MS = 5_000;
  *   with its old revision: it comes back if nobody wrote the key meanwhile, else it is refused.
  * - Rounds every lease/3: renew held leases, announce this node (key `node.<id>`, renewed like a
  *   lease, so it expires with the node), then, from a view of the bucket (LeaseView), compute the
- *   fair share ceil(partitions / live nodes): below it, claim free partitions in this holder's
- *   preference order (losing a race is normal); above it, release the surplus from the back of
- *   that order. A partition this node released is not claimed back by it for one lease, so
- *   another node can take it.
+ *   fair share ceil(partitions / live nodes): below it, claim free partitions (deleted, or not
+ *   renewed for 5/4 of a lease) in this holder's preference order (losing a race is normal);
+ *   above it, release the surplus from the back of that order. A partition this node released
+ *   is not claimed back by it for a lease, unless another node took it meanwhile. While the view
+ *   is behind (its watch lost with a server), claims go on up to the last share, releases wait.
+ * - Failover: a dead node's leases expire a lease after its last renewal; others claim them
+ *   within about 5/4 + 1/3 of a lease after that. A closing node releases them: at once.
  *
  * `holder` is `<node>:<random>`, new for each process: a restarted node owns nothing its previous
  * process held. Listeners are called synchronously, in the order changes are known. Rounds,
@@ -271,9 +274,15 @@ export class PartitionLeases {
     }
   }
 
+  /**
+   * Not held here, not held off, and not held elsewhere: deleted, or not renewed for a lease and
+   * a quarter. The quarter lets every replica expire the key first: on nats-server 2.9 each
+   * replica expires by its own clock, and a create while they disagree would store on some and
+   * not others (nats-server#5794, fixed in 2024, long after 2.9.10).
+   */
   private claimable(partition: number, now: number): boolean {
     if (this.book.has(partition) || (this.notBefore.get(partition) ?? 0) > now) return false;
-    return !this.view.live(keyOf(partition), this.leaseMs);
+    return !this.view.live(keyOf(partition), this.leaseMs + this.leaseMs / 4);
   }
 
   /** A lease of a partition nobody holds, or null if another holder was first (or NATS failed). */
