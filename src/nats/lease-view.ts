@@ -33,8 +33,8 @@ export function holderOf(entry: KvEntry): string | null {
  * What the lease bucket holds, as far as a KV watch has told this node. The watch reports writes
  * and deletes but not keys that expire (a bucket's ttl is the stream's max_age, which removes
  * messages silently), so a key counts as live only while it is renewed: a key whose last write
- * arrived longer than a lease ago is taken as expired, or about to be. That needs only the local
- * clock, never the server's.
+ * arrived longer ago than a lease (and a margin the caller chooses) is taken as expired. That
+ * needs only the local clock, never the server's.
  *
  * The view is advisory: it chooses which partitions to try for and how many nodes share them.
  * Whether a claim or renewal wins is the KV's decision (create / update with revision).
@@ -53,6 +53,7 @@ export class LeaseView {
   private readonly waiters = new Set<{ revision: number; done: (reached: boolean) => void }>();
   private stopped = false;
   private starting = false;
+  private startedAt = 0;
 
   constructor(
     private readonly kv: KV,
@@ -66,6 +67,7 @@ export class LeaseView {
     const generation = ++this.generation;
     this.revision = 0;
     this.starting = true;
+    this.startedAt = this.now();
     try {
       const watch = await this.kv.watch();
       if (this.stopped || generation !== this.generation) return watch.stop();
@@ -96,6 +98,11 @@ export class LeaseView {
     this.waiters.clear();
   }
 
+  /** How long ago the current watch was (re)started, in ms. */
+  get age(): number {
+    return this.now() - this.startedAt;
+  }
+
   /** Whether a watch runs or is being made (it may still be behind: see `reached`). */
   get watching(): boolean {
     return this.watch !== null || this.starting;
@@ -124,15 +131,15 @@ export class LeaseView {
     return this.seen.get(key);
   }
 
-  /** Whether `key` is held by anyone: written (not deleted) and renewed within `leaseMs`. */
-  live(key: string, leaseMs: number): boolean {
+  /** Whether `key` is held by anyone: written (not deleted), and that write seen within `withinMs`. */
+  live(key: string, withinMs: number): boolean {
     const seen = this.seen.get(key);
-    return seen !== undefined && seen.put && this.now() - seen.seenAt <= leaseMs;
+    return seen !== undefined && seen.put && this.now() - seen.seenAt <= withinMs;
   }
 
   /** The live keys under `prefix` (e.g. `node.`), without the prefix. */
-  liveUnder(prefix: string, leaseMs: number): string[] {
-    return [...this.seen.keys()].filter((key) => key.startsWith(prefix) && this.live(key, leaseMs)).map((key) => key.slice(prefix.length));
+  liveUnder(prefix: string, withinMs: number): string[] {
+    return [...this.seen.keys()].filter((key) => key.startsWith(prefix) && this.live(key, withinMs)).map((key) => key.slice(prefix.length));
   }
 
   /** Forgets keys not written for `ageMs` (expired long ago: node keys of processes gone). */

@@ -30,6 +30,8 @@ export const LEASE_BUCKET = 'vigil_leases';
 const NODE_PREFIX = 'node.';
 const PARTITION_PREFIX = 'partition.';
 const keyOf = (partition: number): string => `${PARTITION_PREFIX}${partition}`;
+/** A watch that is behind is replaced, but not sooner than this after it was made. */
+const RESTART_GRACE_MS = 5_000;
 
 /**
  * One owner per partition across the cluster (DESIGN §8), through leases in a replicated KV
@@ -46,10 +48,13 @@ const keyOf = (partition: number): string => `${PARTITION_PREFIX}${partition}`;
  *   with its old revision: it comes back if nobody wrote the key meanwhile, else it is refused.
  * - Rounds every lease/3: renew held leases, announce this node (key `node.<id>`, renewed like a
  *   lease, so it expires with the node), then, from a view of the bucket (LeaseView), compute the
- *   fair share ceil(partitions / live nodes): below it, claim free partitions in this holder's
- *   preference order (losing a race is normal); above it, release the surplus from the back of
- *   that order. A partition this node released is not claimed back by it for one lease, so
- *   another node can take it.
+ *   fair share ceil(partitions / live nodes): below it, claim free partitions (deleted, or not
+ *   renewed for 5/4 of a lease) in this holder's preference order (losing a race is normal);
+ *   above it, release the surplus from the back of that order. A partition this node released
+ *   is not claimed back by it for a lease, unless another node took it meanwhile. While the view
+ *   is behind (its watch lost with a server), claims go on up to the last share, releases wait.
+ * - Failover: a dead node's leases expire a lease after its last renewal; others claim them
+ *   within about 5/4 + 1/3 of a lease after that. A closing node releases them: at once.
  *
  * `holder` is `<node>:<random>`, new for each process: a restarted node owns nothing its previous
  * process held. Listeners are called synchronously, in the order changes are known. Rounds,
@@ -69,8 +74,10 @@ export class PartitionLeases {
   private readonly order: number[];
   private readonly view: LeaseView;
   private readonly book: LeaseBook;
-  /** Partitions this node released, and until when it does not claim them back. */
-  private readonly cooling = new Map<number, number>();
+  /** Partitions not to claim before a time: released here (for another node), or found taken. */
+  private readonly notBefore = new Map<number, number>();
+  /** The fair share the view last showed, claimed up to while the view is behind; null before. */
+  private target: number | null = null;
   private queue: Promise<unknown> = Promise.resolve();
   private tickTimer: NodeJS.Timeout | null = null;
   private started = false;
@@ -206,20 +213,18 @@ export class PartitionLeases {
     this.book.expire();
     const [announced] = await Promise.all([this.announce(), this.renewAll()]);
     if (this.closed || this.frozen) return;
-    if (!this.view.watching) {
-      this.view.restart();
-    } else if (announced === null || !(await this.view.reached(announced, this.tickMs / 2))) {
-      // The view does not show this node's own announcement: it is behind, so choose nothing from it.
-      if (++this.behind >= 2) {
-        this.options.log.warn('partition leases: the view of the bucket fell behind; watch restarted');
-        this.behind = 0;
-        this.view.restart();
-      }
-    } else if (!this.closed && !this.frozen) {
+    // The view is current once it shows this node's own announcement of this round.
+    const current = this.view.watching && announced !== null && (await this.view.reached(announced, this.tickMs / 2));
+    if (current) {
       this.behind = 0;
       this.view.prune(10 * this.leaseMs);
-      await this.rebalance();
+    } else if (!this.view.watching || (++this.behind >= 2 && this.view.age > Math.max(2 * this.leaseMs, RESTART_GRACE_MS))) {
+      // A new watch gets time to catch up (making its consumer can take seconds after a server died).
+      this.options.log.warn({ behind: this.behind }, 'partition leases: the view of the bucket is behind; watch restarted');
+      this.behind = 0;
+      this.view.restart();
     }
+    if (!this.closed && !this.frozen) await this.rebalance(current);
     this.reportErrors();
   }
 
@@ -245,34 +250,49 @@ export class PartitionLeases {
     this.book.settleRenewals(outcomes);
   }
 
-  private async rebalance(): Promise<void> {
+  /**
+   * With a current view: the fair share of the live nodes, claimed up to or released down to.
+   * Behind: claims only, up to the share last known (claims are conditional, and a key the view
+   * has not seen renewed for a lease is free or about to be); releases wait for a current view.
+   */
+  private async rebalance(current: boolean): Promise<void> {
     const live = new Set(this.view.liveUnder(NODE_PREFIX, this.leaseMs)).add(this.id);
-    const target = fairShare(this.options.partitions, live.size);
+    if (current) this.target = fairShare(this.options.partitions, live.size);
+    if (this.target === null) return;
     const mine = this.book.count;
-    if (mine > target) {
-      const surplus = [...this.order].reverse().filter((p) => this.book.isHeld(p)).slice(0, mine - target);
-      this.options.log.info({ nodes: live.size, target, partitions: surplus }, 'partition leases: releasing the surplus over a fair share');
+    if (current && mine > this.target) {
+      const surplus = [...this.order].reverse().filter((p) => this.book.isHeld(p)).slice(0, mine - this.target);
+      this.options.log.info({ nodes: live.size, target: this.target, partitions: surplus }, 'partition leases: releasing the surplus over a fair share');
       this.book.release(surplus);
       await this.drain();
-    } else if (mine < target) {
+    } else if (mine < this.target) {
       const now = this.now();
-      const wanted = this.order.filter((p) => this.claimable(p, now)).slice(0, target - mine);
+      const wanted = this.order.filter((p) => this.claimable(p, now)).slice(0, this.target - mine);
       const claims = await Promise.all(wanted.map(async (partition) => ({ partition, lease: await this.claim(partition) })));
       // Registered together, synchronously: nothing (expiry, close, a watch event) sees a lease half-taken.
       this.book.settleClaims(claims.filter((c): c is { partition: number; lease: Lease } => c.lease !== null), this.closed);
     }
   }
 
+  /**
+   * Not held here, not held off, and not held elsewhere: deleted, or not renewed for a lease and
+   * a quarter. The quarter lets every replica expire the key first: on nats-server 2.9 each
+   * replica expires by its own clock, and a create while they disagree would store on some and
+   * not others (nats-server#5794, fixed in 2024, long after 2.9.10).
+   */
   private claimable(partition: number, now: number): boolean {
-    if (this.book.has(partition) || (this.cooling.get(partition) ?? 0) > now) return false;
-    return !this.view.live(keyOf(partition), this.leaseMs);
+    if (this.book.has(partition) || (this.notBefore.get(partition) ?? 0) > now) return false;
+    return !this.view.live(keyOf(partition), this.leaseMs + this.leaseMs / 4);
   }
 
   /** A lease of a partition nobody holds, or null if another holder was first (or NATS failed). */
   private async claim(partition: number): Promise<Lease | null> {
     const sent = this.now();
     const written = this.noted(await this.bucket.claim(keyOf(partition), this.value()));
-    return written.ok ? { revision: written.revision, validUntil: sent + this.validMs } : null;
+    if (written.ok) return { revision: written.revision, validUntil: sent + this.validMs };
+    // Taken: not tried again for a third of a lease, so a view that lags moves on to other partitions.
+    if (written.reason === 'refused') this.notBefore.set(partition, this.now() + this.tickMs);
+    return null;
   }
 
   /** Deletes the released leases at their latest revision (serialized: no renewal is in flight). */
@@ -280,7 +300,7 @@ export class PartitionLeases {
     const until = this.now() + this.leaseMs;
     await Promise.all(
       this.book.takeReleasing().map(async ([partition, lease]) => {
-        this.cooling.set(partition, until);
+        this.notBefore.set(partition, until);
         const written = await this.bucket.release(keyOf(partition), lease.revision);
         // Refused: it expired or moved on already. Failed: it expires within a lease.
         if (!written.ok && written.reason === 'failed') this.options.log.warn({ err: written.error, partition }, 'partition lease not deleted on release; it expires on its own');
@@ -288,10 +308,16 @@ export class PartitionLeases {
     );
   }
 
-  /** A write the watch shows: another holder's write of a partition held here means the lease ended. */
+  /**
+   * A write the watch shows. Another holder's lease of a partition: a hold-off on it has done its
+   * work (it may come back to this node at once if released again); if it is held here, the
+   * lease here ended unnoticed.
+   */
   private noticed(key: string, seen: SeenKey): void {
     if (!key.startsWith(PARTITION_PREFIX) || (seen.put && seen.holder === this.holder)) return;
-    this.book.overtaken(Number(key.slice(PARTITION_PREFIX.length)), seen.revision, seen.holder);
+    const partition = Number(key.slice(PARTITION_PREFIX.length));
+    if (seen.put) this.notBefore.delete(partition);
+    this.book.overtaken(partition, seen.revision, seen.holder);
   }
 
   /** Keeps a failed write's error for the round's report. */
