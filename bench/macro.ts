@@ -12,9 +12,10 @@ import { runLoad, type LoadResult } from './load.js';
 import { startPeer, startProcess, VIGIL_READY, type StartedProcess } from './peers.js';
 import type { MacroRow } from './report.js';
 
-const KEY = 'vgl_bench-macro-key-0123456789abcdefghijklmnopqr';
-const AGENT = 'bench-agent';
-const EVENT = JSON.stringify({ agent_id: AGENT, event_type: 'output_generated', payload: { content_length: 512 }, dti: 0.1 });
+export const BENCH_ORG = 'bench';
+export const BENCH_KEY = 'vgl_bench-macro-key-0123456789abcdefghijklmnopqr';
+export const BENCH_AGENT = 'bench-agent';
+export const BENCH_EVENT = JSON.stringify({ agent_id: BENCH_AGENT, event_type: 'output_generated', payload: { content_length: 512 }, dti: 0.1 });
 
 export interface Target {
   name: string;
@@ -30,13 +31,13 @@ export interface Scenario {
   targets: Target[];
 }
 
-async function startVigil(durability: 'sync' | 'process'): Promise<{ proc: StartedProcess; url: string; dir: string }> {
+export async function startVigil(durability: 'sync' | 'process'): Promise<{ proc: StartedProcess; url: string; dir: string }> {
   const dir = mkdtempSync(join(tmpdir(), `vigil-bench-${durability}-`));
   // The load is far past the free plan's monthly quota: the bench org is on the scale plan.
   const store = openLmdb(dir, 'process');
   try {
     const registry = new Registry(store.registry);
-    await registry.ensureKey('bench', KEY, 'bench');
+    await registry.ensureKey('bench', BENCH_KEY, 'bench');
     await registry.setPlan('bench', 'scale');
   } finally {
     await store.close();
@@ -50,19 +51,19 @@ async function startVigil(durability: 'sync' | 'process'): Promise<{ proc: Start
       VIGIL_DURABILITY: durability,
       VIGIL_PUBLIC_RATE_LIMIT: '1000000000',
       VIGIL_BOOTSTRAP_ORG: 'bench',
-      VIGIL_BOOTSTRAP_KEY: KEY,
+      VIGIL_BOOTSTRAP_KEY: BENCH_KEY,
     },
     VIGIL_READY,
   );
   const url = `http://127.0.0.1:${proc.port}`;
-  const headers = { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' };
+  const headers = { authorization: `Bearer ${BENCH_KEY}`, 'content-type': 'application/json' };
   const post = async (method: string, path: string, body: unknown): Promise<void> => {
     const res = await fetch(url + path, { method, headers, body: JSON.stringify(body) });
     if (!res.ok) throw new Error(`bench seed ${method} ${path}: ${res.status} ${await res.text()}`);
   };
-  await post('POST', '/agents/', { agent_id: AGENT, name: 'Bench Agent' });
-  await post('PATCH', `/admin/agents/${AGENT}`, { public: true, public_links: [{ kind: 'website', url: 'https://vigil.example/bench' }] });
-  await post('POST', '/events/', JSON.parse(EVENT));
+  await post('POST', '/agents/', { agent_id: BENCH_AGENT, name: 'Bench Agent' });
+  await post('PATCH', `/admin/agents/${BENCH_AGENT}`, { public: true, public_links: [{ kind: 'website', url: 'https://vigil.example/bench' }] });
+  await post('POST', '/events/', JSON.parse(BENCH_EVENT));
   return { proc, url, dir };
 }
 
@@ -85,8 +86,8 @@ export async function runMacro(options: MacroOptions): Promise<MacroRow[]> {
         name: 'POST /events/',
         method: 'POST',
         path: '/events/',
-        headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' },
-        body: EVENT,
+        headers: { authorization: `Bearer ${BENCH_KEY}`, 'content-type': 'application/json' },
+        body: BENCH_EVENT,
         targets: [
           { name: 'fastify', url: fastify.url },
           { name: 'uws', url: uws.url },
@@ -97,7 +98,7 @@ export async function runMacro(options: MacroOptions): Promise<MacroRow[]> {
       {
         name: 'GET /public/agents/{org}/{agent}',
         method: 'GET',
-        path: `/public/agents/bench/${AGENT}`,
+        path: `/public/agents/bench/${BENCH_AGENT}`,
         headers: {},
         targets: [
           { name: 'fastify', url: fastify.url },
@@ -155,11 +156,11 @@ export async function measure(scenarios: Scenario[], options: MacroOptions): Pro
   return rows;
 }
 
-function mean(xs: number[]): number {
+export function mean(xs: number[]): number {
   return xs.length === 0 ? NaN : xs.reduce((a, b) => a + b, 0) / xs.length;
 }
 
-function median(xs: number[]): number {
+export function median(xs: number[]): number {
   if (xs.length === 0) return NaN;
   const s = [...xs].sort((a, b) => a - b);
   const mid = Math.floor(s.length / 2);

@@ -2,6 +2,7 @@
  * Benchmark report: terminal tables, plus bench results written as JSON and Markdown (with an
  * inline SVG bar chart of the Vigil-vs-peer ratios). No dependencies.
  */
+import type { ClusterResult } from './cluster.js';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
@@ -31,6 +32,8 @@ export interface BenchReport {
   ratios: Ratio[];
   ledger: Record<string, number | string>;
   goals: { name: string; target: string; measured: string; met: boolean }[];
+  /** Cluster mode beside embedded (bench/cluster.ts); absent without a nats-server. */
+  cluster?: ClusterResult;
   /** What a reader should know to read the figures (e.g. a load generator that caps them). */
   notes?: string[];
 }
@@ -108,6 +111,20 @@ function ledgerTable(r: BenchReport): Table {
   return { head: ['metric', 'value'], rows: Object.entries(r.ledger).map(([k, v]) => [k, fmtValue(v)]), right: [1] };
 }
 
+function clusterTable(c: ClusterResult): Table {
+  return {
+    head: ['metric', 'value'],
+    rows: [
+      ['durable ingest, cluster (3 NATS R3, 2 nodes, load on both)', `${fmtInt(c.clusterRps)} req/s, p99 ${fmtMs(c.clusterP99)}, errors ${c.clusterErrors}`],
+      ['durable ingest, embedded (sync), same load', `${fmtInt(c.embeddedRps)} req/s, p99 ${fmtMs(c.embeddedP99)}`],
+      ['cluster / embedded', fmtRatio(c.ratio)],
+      [`public read on the other node after an acknowledged write (${c.lagSamples} samples)`, `median ${fmtMs(c.lagMedianMs)}, p99 ${fmtMs(c.lagP99Ms)}`],
+      [`failover: kill -9 of the owner until the other node acknowledges (lease ${c.leaseSeconds} s)`, fmtMs(c.failoverMs)],
+    ],
+    right: [1],
+  };
+}
+
 function goalTable(r: BenchReport): Table {
   return {
     head: ['', 'goal', 'target', 'measured'],
@@ -121,6 +138,7 @@ function sections(r: BenchReport): [string, Table][] {
     ['Macro', macroTable(r)],
     ['Ratios', ratioTable(r)],
     ['Ledger', ledgerTable(r)],
+    ...(r.cluster === undefined ? [] : [['Cluster', clusterTable(r.cluster)] as [string, Table]]),
     ['Goals', goalTable(r)],
   ];
 }

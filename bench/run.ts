@@ -8,6 +8,7 @@ import { cpus } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { runLedger } from './ledger.js';
 import { loadTool, wrkThreads } from './load.js';
+import { runCluster } from './cluster.js';
 import { runMacro } from './macro.js';
 import { runMicro } from './micro.js';
 import { printReport, writeReport, type BenchReport, type MacroRow, type Ratio } from './report.js';
@@ -34,6 +35,8 @@ log('micro…');
 const micro = await runMicro(quick);
 log('macro…');
 const macro = await runMacro(quick ? { rounds: 1, seconds: 3, warmupSeconds: 1, connections: 64, log } : { rounds: 3, seconds: 8, warmupSeconds: 1, connections: 64, log });
+log('cluster…');
+const cluster = await runCluster(quick ? { rounds: 1, seconds: 3, warmupSeconds: 1, connections: 64, log } : { rounds: 3, seconds: 8, warmupSeconds: 1, connections: 64, log });
 const records = quick ? 200_000 : 1_000_000;
 log(`ledger with ${records.toLocaleString('en-US')} records and 10,000 agents…`);
 const ledger = await runLedger(records, 10_000);
@@ -63,6 +66,9 @@ const goals: BenchReport['goals'] = [
   { name: 'durable ingest errors', target: '0', measured: String(ingest?.errors), met: ingest?.errors === 0 },
   { name: 'public reads vs Fastify', target: '≥ 2.0×', measured: `${r('GET', 'vigil', 'fastify')}×`, met: r('GET', 'vigil', 'fastify') >= 2 },
   { name: 'public reads p99', target: '≤ 5 ms', measured: `${reads?.p99} ms`, met: (reads?.p99 ?? Infinity) <= 5 },
+  ...(cluster === null
+    ? []
+    : [{ name: 'cluster durable ingest vs embedded (same run)', target: '≥ 0.5×', measured: `${cluster.ratio}×`, met: cluster.ratio >= 0.5 }]),
   { name: 'ledger verification', target: '≥ 300,000 records/s', measured: `${ledger.verifyRecordsPerSec.toLocaleString('en-US')} records/s`, met: ledger.verifyRecordsPerSec >= 300_000 },
   { name: `restart until ready, from checkpoints${scale}`, target: '≤ 10 s (1M records)', measured: `${(ledger.warmReadyMs / 1000).toFixed(2)} s`, met: ledger.warmReadyMs <= 10_000 },
   { name: `first start until ready, whole ledger${scale}`, target: '≤ 10 s (1M records)', measured: `${(ledger.coldReadyMs / 1000).toFixed(2)} s`, met: ledger.coldReadyMs <= 10_000 },
@@ -86,6 +92,7 @@ const report: BenchReport = {
   macro,
   ratios,
   ledger: { ...ledger },
+  ...(cluster === null ? {} : { cluster }),
   goals,
   notes,
 };

@@ -90,7 +90,9 @@ export async function startRuntime(config: Config, log: Logger = createLogger(co
 /** `opened` collects what a failed start must close, in the order opened. */
 async function start(config: Config, log: Logger, options: RuntimeOptions, lock: DataDirLock, opened: (() => unknown)[]): Promise<Runtime> {
   const now = (): number => Date.now();
-  const store = openLmdb(config.dataDir, config.durability);
+  // In cluster mode the data dir is a replica of the stream, rebuilt from it if lost: its commits
+  // need not wait for fsync (a 200 rests on the stream's quorum, not on this disk).
+  const store = openLmdb(config.dataDir, config.cluster === undefined ? config.durability : 'process');
   opened.push(() => store.close());
 
   // This node's ledger: in embedded mode the system of record, in cluster mode a replica of the

@@ -2,7 +2,7 @@ import { connect } from '@nats-io/transport-node';
 import type { Config } from '../config.js';
 import { VigilError } from '../errors.js';
 import type { Logger } from '../log.js';
-import { clusterReplicas } from '../nats/cluster-stores.js';
+import { defaultReplicas } from '../nats/cluster-settings.js';
 import { KvRegistryStore } from '../nats/kv-registry-store.js';
 import type { RegistryStore } from '../store/registry-store.js';
 import { openLmdb } from '../store/lmdb.js';
@@ -29,7 +29,7 @@ export async function openCliRegistry(config: Config, log: Logger): Promise<CliR
     throw new VigilError('unavailable', `cannot reach NATS at ${servers.join(',')}: ${error instanceof Error ? error.message : String(error)}`, undefined, { cause: error });
   });
   try {
-    const store = await KvRegistryStore.open(nc, { replicas: clusterReplicas(config.cluster.replicas, nc), log });
+    const store = await KvRegistryStore.open(nc, { replicas: config.cluster.replicas ?? defaultReplicas(nc), log });
     return {
       store,
       close: async () => {

@@ -49,12 +49,3 @@ export async function openClusterStores(nc: NatsConnection, options: ClusterStor
     },
   };
 }
-
-/**
- * Replicas of the streams and buckets cluster mode creates (DESIGN §8): VIGIL_NATS_REPLICAS when
- * set, else 3 on a clustered NATS and 1 on a single server.
- */
-export function clusterReplicas(configured: number | undefined, nc: NatsConnection): number {
-  return configured ?? (nc.info?.cluster ? 3 : 1);
-}
-
