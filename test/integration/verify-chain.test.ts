@@ -12,6 +12,12 @@ function ledgerOf(dir: string): LmdbLedger & { close(): Promise<void> } {
 import { verifyChain } from '../../src/store/verify-chain.js';
 import { removeDir, tempDir } from '../support/server.js';
 
+/**
+ * One mode only, by nature: no server runs here. verifyChain is checked over an LMDB ledger table
+ * this file writes and damages itself, a node's files in either mode. The route over it, GET
+ * /audit/{agent_id}/verify, runs in both modes in audit.test.ts (in cluster mode over a node's
+ * replica of the stream).
+ */
 const N = 6000;
 let dir: string;
 let heads: Buffer[];

@@ -26,6 +26,9 @@ export function exportRoutes(deps: AppDeps): Route[] {
       handler: async ({ key, body, headers }) => {
         const valid = validate(exportBundleBody, body);
         const org = key.org;
+        // A bundle is a read of this node's ledger: in cluster mode it first waits, as keyed GETs
+        // do, until this node's replica holds the org's last batch (read-your-writes on any node).
+        await deps.caughtUp?.(org);
         const length = deps.directory.org(org)?.length ?? 0;
         const req = { ...valid, until_seq: valid.until_seq ?? length };
         if (req.until_seq > length) {
