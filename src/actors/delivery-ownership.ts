@@ -40,7 +40,9 @@ const RETRY_MS = 1000;
  * something checks it is still in the epoch it began in before it changes anything.
  */
 export class DeliveryOwnership {
-  /** Orgs taken over and not given up since. */
+  /** Orgs being taken over or taken over, and not given up since: their deliveries are sent from here. */
+  private readonly held = new Set<string>();
+  /** Orgs taken over (their rows past the cursor made): their batches are made as they come. */
   private readonly ready = new Set<string>();
   private readonly epochs = new Map<string, number>();
   private readonly taking = new Map<string, Promise<void>>();
@@ -61,7 +63,7 @@ export class DeliveryOwnership {
 
   /** The org's epoch if this node sends its deliveries now, else null. */
   current(org: string): number | null {
-    return this.ready.has(org) && this.scope.owns(org) ? this.epoch(org) : null;
+    return this.held.has(org) && this.scope.owns(org) ? this.epoch(org) : null;
   }
 
   /**
@@ -88,7 +90,7 @@ export class DeliveryOwnership {
 
   /** Partitions lost: stops sending and storing for the orgs among `which`. */
   release(which: (org: string) => boolean): void {
-    const known = new Set([...this.ready, ...this.taking.keys(), ...this.epochs.keys()]);
+    const known = new Set([...this.held, ...this.taking.keys(), ...this.epochs.keys()]);
     for (const org of known) if (which(org)) this.giveUp(org);
   }
 
@@ -123,6 +125,7 @@ export class DeliveryOwnership {
   }
 
   private giveUp(org: string): void {
+    this.held.delete(org);
     this.ready.delete(org);
     this.bump(org);
     this.queue.drop(org);
@@ -149,6 +152,7 @@ export class DeliveryOwnership {
     }
     if (this.closed || !this.scope.owns(org)) return;
     const epoch = this.bump(org);
+    this.held.add(org);
     this.queue.drop(org);
     const cursor = this.store.deliveryCursors().get(org);
     this.writer.reset(org, cursor);
@@ -211,9 +215,13 @@ export class DeliveryOwnership {
   /** Turns rows (through `last`) into deliveries and stores them, unless the org changed hands meanwhile. */
   private async make(org: string, epoch: number, last: number, rows: readonly LedgerRow[]): Promise<void> {
     const planned = this.maker.plan(org, rows);
-    const firstId = planned.length === 0 ? 0 : await this.scope.ids.take(org, planned.length);
+    const made: DeliveryRecord[] = [];
+    for (let i = 0; i < planned.length; i += this.scope.ids.maxTake) {
+      const part = planned.slice(i, i + this.scope.ids.maxTake);
+      made.push(...this.maker.build(part, await this.scope.ids.take(org, part.length)));
+    }
     if (this.epoch(org) !== epoch || !this.scope.owns(org)) return;
-    this.writer.made(org, last, this.maker.build(planned, firstId));
-    if (planned.length > 0) await this.writer.flush();
+    this.writer.made(org, last, made);
+    if (made.length > 0) await this.writer.flush();
   }
 }

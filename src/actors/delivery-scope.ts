@@ -5,7 +5,9 @@ import type { LedgerReader } from '../store/ledger-reader.js';
  * above every id of the org stored so far (ids increase per org, whoever made them).
  */
 export interface DeliveryIds {
-  /** The first of `count` consecutive ids for the org's new deliveries. */
+  /** The most ids one `take` hands out. */
+  readonly maxTake: number;
+  /** The first of `count` (1 … maxTake) consecutive ids for the org's new deliveries. */
   take(org: string, count: number): number | Promise<number>;
 }
 

@@ -105,7 +105,7 @@ export class ClusterNode {
       closing.unshift(() => replica.close());
       const commands = NatsCommandRouter.open(nc, { partitions: config.partitions, log });
       closing.unshift(() => commands.close());
-      const webhooks = await openClusterWebhooks(nc, store, { replicas, log });
+      const webhooks = await openClusterWebhooks(nc, store, { node: config.node, replicas, log });
       closing.unshift(() => webhooks.replica.close());
       const leases = await PartitionLeases.open(nc, { node: config.node, partitions: config.partitions, leaseSeconds: config.leaseSeconds, replicas, log });
       log.info({ node: config.node, holder: leases.holder, replicas, partitions: config.partitions }, 'joined the cluster');

@@ -8,6 +8,8 @@ import { WebhookReplica } from './webhook-replica.js';
 import { ensureWebhookStream, WEBHOOK_STREAM, type WebhookStreamNames } from './webhook-stream.js';
 
 export interface ClusterWebhooksOptions {
+  /** This node's name (shown in the delivery id reservations). */
+  node: string;
   replicas: number;
   names?: WebhookStreamNames;
   log: Logger;
@@ -36,6 +38,6 @@ export async function openClusterWebhooks(nc: NatsConnection, stores: LmdbStores
   await ensureWebhookStream(jsm, names, options.replicas, options.log);
   const replica = await WebhookReplica.start(js, jsm, stores.webhooks, { meta: stores.env.table<string, number>('replica'), names, log: options.log });
   const store = new ReplicatedWebhookStore(js, replica, stores.webhooks, { names, maxPayload: nc.info?.max_payload ?? DEFAULT_MAX_PAYLOAD });
-  const ids = new DeliveryIdBlocks(js, jsm, { names, lastIdOf: (org) => replica.lastDeliveryIdOf(org) });
+  const ids = new DeliveryIdBlocks(js, { names, holder: options.node, lastIdOf: (org) => replica.lastDeliveryIdOf(org) });
   return { store, replica, ids };
 }

@@ -136,9 +136,12 @@ export class ReplicatedWebhookStore implements WebhookStore {
     return parts;
   }
 
-  /** Publishes fenced on the subject's last message here; false when refused by the fence, else resolves once applied here. */
+  /**
+   * Publishes fenced on the subject's last message here and resolves once applied here: false when
+   * refused by the fence (by JetStream, or by the replicas' own check of it), true when stored.
+   */
   private async publish(subject: string, message: WebhookMessage): Promise<boolean> {
-    const fence = await this.replica.fence(subject);
+    const fence = this.replica.fence(subject);
     let seq: number;
     try {
       seq = (await this.js.publish(subject, encodeWebhookMessage(message), { expect: { lastSubjectSequence: fence } })).seq;
@@ -147,6 +150,6 @@ export class ReplicatedWebhookStore implements WebhookStore {
       throw error;
     }
     await this.replica.waitFor(seq);
-    return true;
+    return !this.replica.refused(seq);
   }
 }

@@ -17,6 +17,12 @@ export interface WebhookReplicaOptions {
 }
 
 const WATERMARK = 'webhooks';
+/** Meta key of a subject's last message seen (`seen:<subject>`). */
+const SEEN = 'seen:';
+/** The header every write carries: the sequence of the subject's last message as its writer saw it. */
+const EXPECTED = 'Nats-Expected-Last-Subject-Sequence';
+/** Refused stream sequences kept for writers to ask about (they are rare). */
+const REFUSALS_KEPT = 10_000;
 
 interface Waiter {
   seq: number;
@@ -32,12 +38,25 @@ interface Waiter {
  * moves by the difference), so a restart resumes from a watermark saved after each message and
  * a deleted data dir is rebuilt from the whole stream.
  *
+ * Fencing is checked here too, not only by JetStream: a message is applied only if its
+ * Nats-Expected-Last-Subject-Sequence is the sequence of the message before it on its subject.
+ * nats-server 2.9 may accept two concurrent writes presenting the same sequence to a replicated
+ * stream (nats-io/nats-server#4320, fixed in later releases); every node applies the stream in
+ * the same order, so every node keeps the first and skips the other alike, and its writer is told
+ * (`refused`). A write presents its subject's last message as this copy has applied it (`fence`:
+ * what its writer decided from includes it); the check compares with the last one received.
+ * Both are kept in memory and, once applied, in the meta table, so a restart knows them.
+ *
  * Local writes are issued as messages arrive (LMDB keeps their order) and their bookkeeping is
- * chained: `applied` (per subject, the stream sequence of the last message applied) and the
- * watermark move once a write is durable, then webhook watchers are told.
+ * chained: the watermark moves once a write is durable, then webhook watchers are told.
  */
 export class WebhookReplica {
-  private readonly applied = new Map<string, number>();
+  /** Per subject, the stream sequence of its last message received (applied or refused): what the fence check compares with. */
+  private readonly seen = new Map<string, number>();
+  /** Per subject, the stream sequence of its last message whose processing here is done: what a write presents. */
+  private readonly done = new Map<string, number>();
+  /** Stream sequences refused by the fence check, oldest first. */
+  private readonly refusals = new Set<number>();
   private watermark: number;
   /** Per org, its highest delivery id, once asked for (then kept up to date as messages arrive). */
   private readonly lastIds = new Map<string, number>();
@@ -114,15 +133,26 @@ export class WebhookReplica {
 
   /**
    * The fence of a write to `subject`: the stream sequence of its last message as this copy has
-   * applied it (0: none). A write presenting it is refused if another node wrote the subject since.
+   * applied it (0: none), so what the writer decided from (the webhook registry, the org's
+   * deliveries) includes it. A write presenting it is refused if another node wrote the subject since.
    */
-  async fence(subject: string): Promise<number> {
-    const known = this.applied.get(subject);
-    if (known !== undefined) return known;
-    // Not written since this node started: the stream says which message was last, and this copy has it once caught up.
-    const last = await this.lastSeq(subject);
-    if (last > 0) await this.waitFor(last);
-    return Math.max(last, this.applied.get(subject) ?? 0);
+  fence(subject: string): number {
+    return this.done.get(subject) ?? this.stored(subject);
+  }
+
+  /** The last message received on `subject`. */
+  private lastSeen(subject: string): number {
+    return this.seen.get(subject) ?? this.stored(subject);
+  }
+
+  /** The subject's last message as the meta table has it (a start knows every subject up to its watermark). */
+  private stored(subject: string): number {
+    return this.options.meta.get(SEEN + subject) ?? 0;
+  }
+
+  /** Whether the message at `seq`, once applied here (waitFor), was refused by the fence check. */
+  refused(seq: number): boolean {
+    return this.refusals.has(seq);
   }
 
   /** The org's highest delivery id stored (0: none). */
@@ -163,8 +193,12 @@ export class WebhookReplica {
     const subject = parseWebhookSubject(this.options.names, message.subject);
     let write: Promise<unknown> | null = null;
     let webhook: WebhookRecord | null = null;
+    const expected = message.headers?.get(EXPECTED);
+    const fenced = expected !== undefined && expected !== '' && Number(expected) !== this.lastSeen(message.subject);
+    this.seen.set(message.subject, seq);
+    if (fenced) this.refuse(seq);
     try {
-      if (subject !== null && subject.kind !== 'ids') {
+      if (subject !== null && subject.kind !== 'ids' && !fenced) {
         const body = decodeWebhookMessage(message.data);
         if (body.type === 'webhook') {
           webhook = body.webhook;
@@ -202,9 +236,16 @@ export class WebhookReplica {
     });
   }
 
+  private refuse(seq: number): void {
+    this.refusals.add(seq);
+    if (this.refusals.size > REFUSALS_KEPT) this.refusals.delete(this.refusals.values().next().value!);
+  }
+
   private landed(subject: string, seq: number, webhook: WebhookRecord | null): void {
-    this.applied.set(subject, seq);
+    this.done.set(subject, seq);
     this.watermark = Math.max(this.watermark, seq);
+    // The subject's first: if the watermark is kept, so is this (LMDB commits writes in order).
+    void this.options.meta.put(SEEN + subject, seq);
     void this.options.meta.put(WATERMARK, this.watermark);
     if (webhook !== null) {
       for (const watcher of this.watchers) {

@@ -20,10 +20,11 @@ export const WEBHOOK_STREAM: WebhookStreamNames = { stream: 'VIGIL_WEBHOOKS', su
  * - `<prefix>.<org>.config`: the org's webhook records, one message per write;
  * - `<prefix>.<org>.deliveries`: the org's deliveries, one message per write of new or changed
  *   deliveries with, when it moves, the org's delivery cursor;
- * - `<prefix>.ids`: the delivery id counter (three tokens, so no org's subject can be it).
+ * - `<prefix>.ids`: delivery id block reservations (DeliveryIdBlocks; three tokens, so no org's
+ *   subject can be it).
  *
- * Writes to an org's subject present the stream sequence of its last message (fencing); the
- * counter is updated the same way.
+ * Writes to an org's subject present the stream sequence of its last message (fencing, checked by
+ * JetStream and again by every replica: WebhookReplica).
  */
 export type WebhookSubject = { kind: 'config' | 'deliveries'; org: string } | { kind: 'ids' };
 
