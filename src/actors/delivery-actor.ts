@@ -1,11 +1,11 @@
 import type { LedgerRow } from '../domain/ledger.js';
-import { formatBody, retryDelay, signatureHeader, type Envelope, type WebhookEvent } from '../domain/webhook.js';
+import { formatBody, retryDelay, type Envelope } from '../domain/webhook.js';
 import type { Lookup } from '../net/receiver-address.js';
-import { postWebhook, type PostOptions, type PostResult } from '../net/webhook-sender.js';
+import type { PostOptions, PostResult } from '../net/webhook-sender.js';
 import type { DeliveryRecord, WebhookRecord, WebhookStore } from '../store/webhook-store.js';
-import { VERSION } from '../version.js';
 import { DeliveryMaker } from './delivery-maker.js';
 import { DeliveryOwnership } from './delivery-ownership.js';
+import { failureOf, isDelivered, sendSigned } from './delivery-send.js';
 import type { DeliveryScope } from './delivery-scope.js';
 import { DeliveryWriter } from './delivery-writer.js';
 import { DueQueue } from './due-queue.js';
@@ -202,7 +202,7 @@ export class DeliveryActor {
       created_at: new Date(this.options.now()).toISOString(),
       data: { webhook_id: webhook.id, message: 'ping from vigil: this receiver is set up' },
     };
-    const result = await this.send(webhook, envelope.id, 'ping', formatBody(webhook.format, envelope));
+    const result = await sendSigned(this.options, webhook, envelope.id, 'ping', formatBody(webhook.format, envelope));
     const delivered = isDelivered(result);
     return { delivered, status_code: result.status ?? 0, error: delivered ? null : failureOf(result) };
   }
@@ -267,7 +267,7 @@ export class DeliveryActor {
     if (webhook === undefined || !webhook.active) {
       next = { ...d, status: 'cancelled', last_error: d.last_error ?? 'webhook deactivated' };
     } else {
-      const result = await this.send(webhook, d.envelope_id, d.event, d.body);
+      const result = await sendSigned(this.options, webhook, d.envelope_id, d.event, d.body);
       const now = this.options.now();
       const attempts = d.attempts + 1;
       if (isDelivered(result)) {
@@ -297,31 +297,4 @@ export class DeliveryActor {
     this.writer.changedRecord(next);
     await this.writer.flush();
   }
-
-  private send(webhook: WebhookRecord, deliveryId: string, event: WebhookEvent, body: string): Promise<PostResult> {
-    const t = Math.floor(this.options.now() / 1000);
-    const post = this.options.post ?? postWebhook;
-    return post({
-      url: webhook.url,
-      body,
-      headers: {
-        'content-type': 'application/json',
-        'user-agent': `vigil-webhooks/${VERSION}`,
-        'x-vigil-event': event,
-        'x-vigil-delivery': deliveryId,
-        'x-vigil-signature': signatureHeader(webhook.secret, t, body),
-      },
-      timeoutMs: this.options.timeoutMs,
-      allowPrivate: this.options.allowPrivate,
-      ...(this.options.lookup === undefined ? {} : { lookup: this.options.lookup }),
-    });
-  }
-}
-
-function isDelivered(result: PostResult): boolean {
-  return result.error === null && result.status !== null && result.status >= 200 && result.status < 300;
-}
-
-function failureOf(result: PostResult): string {
-  return result.error ?? `receiver answered ${String(result.status)}`;
 }
