@@ -34,6 +34,7 @@ import { LmdbLedgerLog } from './store/lmdb-ledger-log.js';
 import { PartitionedReplay, type ReplayOptions } from './store/partitioned-replay.js';
 import { LmdbScoringKeyStore } from './record-scoring/lmdb-key-store.js';
 import { lockDataDir, type DataDirLock } from './store/data-dir-lock.js';
+import type { WebhookStore } from './store/webhook-store.js';
 import { closeVerifyWorkers, verifyChain } from './store/verify-chain.js';
 
 export interface Runtime {
@@ -129,7 +130,9 @@ async function start(config: Config, log: Logger, options: RuntimeOptions, lock:
   const exportLog = new ExportLog();
   const projections = { directory, reviews, meter, exports: exportLog };
   const lookup = options.lookup;
-  const webhooks = new WebhookRegistry(store.webhooks, {
+  // Cluster mode: shared through the VIGIL_WEBHOOKS stream, read from this node's copy.
+  const webhookStore: WebhookStore = cluster?.webhooks.store ?? store.webhooks;
+  const webhooks = new WebhookRegistry(webhookStore, {
     checkUrl: (url) => checkReceiverUrl(url, { allowPrivate: config.webhookAllowPrivate, ...(lookup === undefined ? {} : { lookup }) }),
     // The committed tail, not a projection's length (which may trail rows still being delivered).
     ledgerLength: (org) => store.ledger.last(org)?.seq ?? 0,
@@ -139,7 +142,7 @@ async function start(config: Config, log: Logger, options: RuntimeOptions, lock:
     },
     now,
   });
-  const deliveries = new DeliveryActor(store.webhooks, webhooks, {
+  const deliveries = new DeliveryActor(webhookStore, webhooks, {
     schedule: config.webhookRetrySchedule,
     allowPrivate: config.webhookAllowPrivate,
     timeoutMs: options.webhookTimeoutMs ?? 10_000,
@@ -148,6 +151,7 @@ async function start(config: Config, log: Logger, options: RuntimeOptions, lock:
     now,
     newId: randomUUID,
     ...(lookup === undefined ? {} : { lookup }),
+    ...(cluster === null ? {} : { scope: cluster.deliveryScope() }),
     log,
   });
   opened.push(() => deliveries.close());
@@ -166,7 +170,7 @@ async function start(config: Config, log: Logger, options: RuntimeOptions, lock:
   });
   log.info(rebuilt, 'state rebuilt from the ledger');
   if (cluster === null) commands.serve(actors.handle, { owns: () => true });
-  else cluster.serve(actors);
+  else cluster.serve(actors, deliveries);
   // Checkpoints now and then bound the replay after a crash; a clean stop saves them too.
   let saved = new Map<string, number>();
   let saving: Promise<unknown> = Promise.resolve();
@@ -213,7 +217,7 @@ async function start(config: Config, log: Logger, options: RuntimeOptions, lock:
       log,
       mode,
       cluster: cluster === null ? undefined : { node: cluster.config.node, partitionsOwned: () => cluster.partitionsOwned() },
-      caughtUp: cluster === null ? undefined : (org: string) => cluster.replica.caughtUp(org),
+      caughtUp: cluster === null ? undefined : (org: string) => cluster.caughtUp(org),
       commands,
       registry,
       ledger: store.ledger,
@@ -221,7 +225,7 @@ async function start(config: Config, log: Logger, options: RuntimeOptions, lock:
       publicRecords: new PublicRecords(directory, served.appUrl, digest),
       reviews,
       webhooks,
-      webhookStore: store.webhooks,
+      webhookStore,
       deliveries,
       meter,
       exportLog,

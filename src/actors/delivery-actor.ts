@@ -1,10 +1,12 @@
 import type { LedgerRow } from '../domain/ledger.js';
-import { parseRecord } from '../domain/records.js';
-import { formatBody, retryDelay, signatureHeader, webhookDataOf, webhookEventOf, type Envelope, type WebhookEvent } from '../domain/webhook.js';
+import { formatBody, retryDelay, type Envelope } from '../domain/webhook.js';
 import type { Lookup } from '../net/receiver-address.js';
-import { postWebhook, type PostOptions, type PostResult } from '../net/webhook-sender.js';
+import type { PostOptions, PostResult } from '../net/webhook-sender.js';
 import type { DeliveryRecord, WebhookRecord, WebhookStore } from '../store/webhook-store.js';
-import { VERSION } from '../version.js';
+import { DeliveryMaker } from './delivery-maker.js';
+import { DeliveryOwnership } from './delivery-ownership.js';
+import { failureOf, isDelivered, sendSigned } from './delivery-send.js';
+import type { DeliveryScope } from './delivery-scope.js';
 import { DeliveryWriter } from './delivery-writer.js';
 import { DueQueue } from './due-queue.js';
 import type { WebhookRegistry } from '../services/webhook-registry.js';
@@ -30,6 +32,8 @@ export interface DeliveryOptions {
   log: Logger;
   /** Backoff between rewrites after a failed delivery write (ms); tests shorten it. */
   storeRetry?: { firstMs: number; maxMs: number };
+  /** Cluster mode: this node makes, stores and sends the deliveries of the orgs it owns only (DeliveryOwnership). */
+  scope?: DeliveryScope;
 }
 
 export interface PingResult {
@@ -58,6 +62,10 @@ export interface PingResult {
  * failed is held and rewritten, and the delivery is scheduled again once it is stored. An attempt
  * cut short by a crash is made again after the restart (at least once; the X-Vigil-Delivery id
  * lets receivers drop duplicates).
+ *
+ * Cluster mode (`scope`): the same, per org, on the org's owner only; an org that changes hands is
+ * taken over from the shared store (DeliveryOwnership). An attempt whose org changed hands while
+ * it was out is not recorded: the new owner makes it again, with the same delivery id.
  */
 export class DeliveryActor {
   private readonly queue = new DueQueue();
@@ -65,6 +73,8 @@ export class DeliveryActor {
   private readonly queued = new Map<number, DeliveryRecord>();
   private nextId: number;
   private readonly writer: DeliveryWriter;
+  private readonly maker: DeliveryMaker;
+  private readonly owned: DeliveryOwnership | null = null;
   private inflight = 0;
   private readonly attempts = new Set<Promise<void>>();
   private timer: NodeJS.Timeout | null = null;
@@ -76,15 +86,44 @@ export class DeliveryActor {
     private readonly webhooks: WebhookRegistry,
     private readonly options: DeliveryOptions,
   ) {
-    this.nextId = store.lastDeliveryId() + 1;
+    this.nextId = options.scope === undefined ? store.lastDeliveryId() + 1 : 0;
+    this.maker = new DeliveryMaker(webhooks, options);
     this.writer = new DeliveryWriter(store, {
       onStored: (records) => {
         for (const d of records) if (d.status === 'queued') this.enqueue(d);
         this.pump();
       },
+      onRefused: (orgs) => this.owned?.refused(orgs),
       log: options.log,
       ...(options.storeRetry === undefined ? {} : { retry: options.storeRetry }),
     });
+    if (options.scope !== undefined) {
+      const queue = {
+        enqueue: (records: readonly DeliveryRecord[]) => {
+          for (const d of records) this.enqueue(d);
+          this.pump();
+        },
+        drop: (org: string) => {
+          for (const d of this.queued.values()) if (d.org === org) this.queued.delete(d.id);
+        },
+      };
+      this.owned = new DeliveryOwnership(options.scope, store, webhooks, this.writer, this.maker, queue, options.log);
+      // After the registry's own watch (it was made first): a deactivation cancels what waits here.
+      store.watchWebhooks?.((webhook) => {
+        if (!webhook.active) void this.cancel(webhook);
+        else this.owned?.noticed(webhook.org);
+      });
+    }
+  }
+
+  /** Cluster mode: partitions gained; takes over their orgs' deliveries. */
+  take(which: (org: string) => boolean): void {
+    this.owned?.take(which);
+  }
+
+  /** Cluster mode: partitions lost; stops sending their orgs' deliveries at once. */
+  release(which: (org: string) => boolean): void {
+    this.owned?.release(which);
   }
 
   /** Per org, the seq up to which the ledger was already turned into stored deliveries. */
@@ -98,14 +137,15 @@ export class DeliveryActor {
    * then come through onCommitted.
    */
   skipTo(org: string, seq: number): boolean {
-    if (this.webhooks.hasActive(org)) return false;
+    // Cluster mode: the cursor is the owner's to move, as it takes the org over.
+    if (this.owned !== null || this.webhooks.hasActive(org)) return false;
     this.writer.made(org, seq, []);
     return true;
   }
 
-  /** Starts sending: what was queued before a restart resumes on its schedule. */
+  /** Starts sending: what was queued before a restart resumes on its schedule (cluster mode: as orgs are taken over). */
   start(): void {
-    for (const d of this.store.queuedDeliveries()) this.enqueue(d);
+    if (this.owned === null) for (const d of this.store.queuedDeliveries()) this.enqueue(d);
     this.running = true;
     this.pump();
   }
@@ -114,23 +154,25 @@ export class DeliveryActor {
   readonly onCommitted = (org: string, rows: readonly LedgerRow[]): Promise<unknown> | undefined => {
     const last = rows[rows.length - 1];
     if (last === undefined) return undefined;
+    if (this.owned !== null) return this.owned.committed(org, rows);
     if (!this.webhooks.hasActive(org)) {
       this.writer.made(org, last.seq, []);
       return undefined;
     }
-    const made: DeliveryRecord[] = [];
-    for (const row of rows) {
-      const record = parseRecord(row);
-      const event = record === null ? null : webhookEventOf(record);
-      if (record === null || event === null) continue;
-      const subscribers = this.webhooks.subscribers(org, event, row.seq);
-      if (subscribers.length === 0) continue;
-      const data = webhookDataOf(record, row.seq, this.options.policyDigest);
-      for (const webhook of subscribers) made.push(this.delivery(webhook, event, row, data));
-    }
+    const planned = this.maker.plan(org, rows);
+    const made = this.maker.build(planned, this.nextId);
+    this.nextId += made.length;
     this.writer.made(org, last.seq, made);
     return made.length === 0 ? undefined : this.writer.flush();
   };
+
+  /**
+   * Cluster mode: a batch this node's copy of the ledger received. The org's owner makes its
+   * deliveries here if its writer has not (it appended them elsewhere, or died before storing them).
+   */
+  onReplicated(org: string, rows: readonly LedgerRow[]): void {
+    void this.owned?.committed(org, rows);
+  }
 
   /** Saves the cursor of every org that moved, and anything still held (with checkpoints and on stop). */
   saveCursors(): Promise<void> {
@@ -160,7 +202,7 @@ export class DeliveryActor {
       created_at: new Date(this.options.now()).toISOString(),
       data: { webhook_id: webhook.id, message: 'ping from vigil: this receiver is set up' },
     };
-    const result = await this.send(webhook, envelope.id, 'ping', formatBody(webhook.format, envelope));
+    const result = await sendSigned(this.options, webhook, envelope.id, 'ping', formatBody(webhook.format, envelope));
     const delivered = isDelivered(result);
     return { delivered, status_code: result.status ?? 0, error: delivered ? null : failureOf(result) };
   }
@@ -168,6 +210,7 @@ export class DeliveryActor {
   /** Stops sending; waits for attempts in flight and pending writes. */
   async close(): Promise<void> {
     this.running = false;
+    this.owned?.close();
     if (this.timer !== null) clearTimeout(this.timer);
     this.timer = null;
     await Promise.all(this.attempts);
@@ -175,29 +218,6 @@ export class DeliveryActor {
     this.writer.stop();
   }
 
-  private delivery(webhook: WebhookRecord, event: WebhookEvent, row: LedgerRow, data: Record<string, unknown>): DeliveryRecord {
-    const envelope: Envelope = { id: this.options.newId(), event, org: webhook.org, created_at: row.recordedAt, data };
-    const now = new Date(this.options.now()).toISOString();
-    return {
-      org: webhook.org,
-      webhook_id: webhook.id,
-      id: this.nextId++,
-      event,
-      envelope_id: envelope.id,
-      body: formatBody(webhook.format, envelope),
-      status: 'queued',
-      attempts: 0,
-      next_attempt_at: now,
-      last_error: null,
-      last_status: null,
-      created_at: now,
-      delivered_at: null,
-      ledger_seq: row.seq,
-      ledger_recorded_at: row.recordedAt,
-    };
-  }
-
-  /** The envelope's data (spec 6.3): the gate decision, and for reviews the decision too. */
   private enqueue(d: DeliveryRecord): void {
     this.queued.set(d.id, d);
     this.queue.push(Date.parse(d.next_attempt_at ?? d.created_at), d.id);
@@ -214,7 +234,9 @@ export class DeliveryActor {
       const d = this.queued.get(top.id);
       if (d === undefined || Date.parse(d.next_attempt_at ?? '') !== top.at) continue; // stale entry
       this.queued.delete(d.id);
-      const attempt = this.attempt(d).finally(() => {
+      const epoch = this.owned?.current(d.org);
+      if (epoch === null) continue; // no longer this node's to send
+      const attempt = this.attempt(d, epoch).finally(() => {
         this.attempts.delete(attempt);
         this.inflight--;
         this.pump();
@@ -238,13 +260,14 @@ export class DeliveryActor {
     this.timer.unref();
   }
 
-  private async attempt(d: DeliveryRecord): Promise<void> {
+  /** `epoch`: cluster mode, the org's epoch when the attempt began (DeliveryOwnership.current). */
+  private async attempt(d: DeliveryRecord, epoch?: number): Promise<void> {
     const webhook = this.webhooks.get(d.org, d.webhook_id);
     let next: DeliveryRecord;
     if (webhook === undefined || !webhook.active) {
       next = { ...d, status: 'cancelled', last_error: d.last_error ?? 'webhook deactivated' };
     } else {
-      const result = await this.send(webhook, d.envelope_id, d.event, d.body);
+      const result = await sendSigned(this.options, webhook, d.envelope_id, d.event, d.body);
       const now = this.options.now();
       const attempts = d.attempts + 1;
       if (isDelivered(result)) {
@@ -266,34 +289,12 @@ export class DeliveryActor {
     if (next.status === 'queued' && this.webhooks.get(next.org, next.webhook_id)?.active !== true) {
       next = { ...next, status: 'cancelled' };
     }
+    if (this.owned !== null && this.owned.current(d.org) !== epoch) {
+      // The org changed hands while this attempt was out: its new owner makes it again (same id).
+      this.options.log.info({ org: d.org, delivery: d.id, status: next.status }, 'delivery attempt not recorded: the org moved to another node');
+      return;
+    }
     this.writer.changedRecord(next);
     await this.writer.flush();
   }
-
-  private send(webhook: WebhookRecord, deliveryId: string, event: WebhookEvent, body: string): Promise<PostResult> {
-    const t = Math.floor(this.options.now() / 1000);
-    const post = this.options.post ?? postWebhook;
-    return post({
-      url: webhook.url,
-      body,
-      headers: {
-        'content-type': 'application/json',
-        'user-agent': `vigil-webhooks/${VERSION}`,
-        'x-vigil-event': event,
-        'x-vigil-delivery': deliveryId,
-        'x-vigil-signature': signatureHeader(webhook.secret, t, body),
-      },
-      timeoutMs: this.options.timeoutMs,
-      allowPrivate: this.options.allowPrivate,
-      ...(this.options.lookup === undefined ? {} : { lookup: this.options.lookup }),
-    });
-  }
-}
-
-function isDelivered(result: PostResult): boolean {
-  return result.error === null && result.status !== null && result.status >= 200 && result.status < 300;
-}
-
-function failureOf(result: PostResult): string {
-  return result.error ?? `receiver answered ${String(result.status)}`;
 }

@@ -5,6 +5,12 @@ import type { Logger } from '../log.js';
 export interface DeliveryWriterOptions {
   /** Runs once records are durable, in write order: the actor schedules the queued ones. */
   onStored: (records: readonly DeliveryRecord[]) => void;
+  /**
+   * Shared stores (cluster mode): orgs whose part of a write another writer wrote ahead of, so
+   * nothing of it was stored. What was held for them in that write is dropped (it was made from a
+   * view that is out of date); the actor reloads them from the store.
+   */
+  onRefused?: (orgs: readonly string[]) => void;
   log: Logger;
   /** Backoff between rewrites after a failed write (ms). */
   retry?: { firstMs: number; maxMs: number };
@@ -34,6 +40,8 @@ export class DeliveryWriter {
   private readonly fresh = new Map<string, DeliveryRecord[]>();
   /** Changed deliveries not yet stored, newest version by id. */
   private readonly changed = new Map<number, DeliveryRecord>();
+  /** Per org, how many times it was reset: a write that began before a reset of its org reports nothing of that org. */
+  private readonly generations = new Map<string, number>();
   private tail: Promise<void> = Promise.resolve();
   private retryTimer: NodeJS.Timeout | null = null;
   private retryMs: number;
@@ -61,6 +69,29 @@ export class DeliveryWriter {
     else held.push(...deliveries);
   }
 
+  /** The org's last ledger seq turned into deliveries (stored or held), if any. */
+  seenOf(org: string): number | undefined {
+    return this.seen.get(org);
+  }
+
+  /**
+   * Drops what is held for the org and starts it again from `cursor`, the store's (cluster mode:
+   * an org this node takes over, or gives up with `cursor` undefined). A write already under way
+   * still lands.
+   */
+  reset(org: string, cursor: number | undefined): void {
+    this.generations.set(org, (this.generations.get(org) ?? 0) + 1);
+    this.fresh.delete(org);
+    for (const [id, d] of this.changed) if (d.org === org) this.changed.delete(id);
+    if (cursor === undefined) {
+      this.seen.delete(org);
+      this.saved.delete(org);
+    } else {
+      this.seen.set(org, cursor);
+      this.saved.set(org, cursor);
+    }
+  }
+
   /** A stored delivery changed; the next flush stores the change. */
   changedRecord(record: DeliveryRecord): void {
     this.changed.set(record.id, record);
@@ -72,6 +103,11 @@ export class DeliveryWriter {
    */
   flush(allCursors = false): Promise<void> {
     this.tail = this.tail.then(() => this.write(allCursors));
+    return this.tail;
+  }
+
+  /** Settles once every write asked for so far has run. */
+  settled(): Promise<void> {
     return this.tail;
   }
 
@@ -96,8 +132,10 @@ export class DeliveryWriter {
     }
     if (taken.length === 0 && updates.length === 0 && cursors.size === 0) return;
     const records = [...taken.flatMap(({ held, count }) => held.slice(0, count)), ...updates];
+    const generations = new Map([...records.map((d) => d.org), ...cursors.keys()].map((org) => [org, this.generations.get(org) ?? 0]));
+    let refused: ReadonlySet<string>;
     try {
-      await this.store.putDeliveries(records, cursors.size === 0 ? undefined : cursors);
+      refused = new Set((await this.store.putDeliveries(records, cursors.size === 0 ? undefined : cursors)).refused);
     } catch (error) {
       this.options.log.error({
         error: ensureError(error).message,
@@ -111,12 +149,17 @@ export class DeliveryWriter {
     // Rows seen while this write ran stay held for the next one.
     for (const { org, held, count } of taken) {
       held.splice(0, count);
-      if (held.length === 0) this.fresh.delete(org);
+      if (held.length === 0 && this.fresh.get(org) === held) this.fresh.delete(org);
     }
     for (const u of updates) if (this.changed.get(u.id) === u) this.changed.delete(u.id);
-    for (const [org, seq] of cursors) this.saved.set(org, seq);
+    // Orgs reset while this write ran (cluster mode: given up or taken over again) are the store's to tell about now.
+    const current = (org: string): boolean => (this.generations.get(org) ?? 0) === generations.get(org);
+    for (const [org, seq] of cursors) if (!refused.has(org) && current(org)) this.saved.set(org, seq);
     try {
-      this.options.onStored(records);
+      const stored = refused.size === 0 && this.generations.size === 0 ? records : records.filter((d) => !refused.has(d.org) && current(d.org));
+      this.options.onStored(stored);
+      const lost = [...refused].filter(current);
+      if (lost.length > 0) this.options.onRefused?.(lost);
     } catch (error) {
       this.options.log.error({ error: ensureError(error).message }, 'stored deliveries could not be scheduled');
     }

@@ -31,7 +31,8 @@ export interface StartUp {
   bulkReplay?: BulkReplay | undefined;
   /**
    * Whether deliveries not yet made are made from the replay (embedded mode). Cluster mode makes
-   * them on the org's owner only, as its writer appends (OrgActorOptions.afterAppend).
+   * them on the org's owner only, as its writer appends (OrgActorOptions.afterAppend) and as it
+   * takes the org over (DeliveryOwnership).
    */
   replayDeliveries?: boolean;
 }
@@ -86,6 +87,8 @@ export async function startConsumers(s: StartUp): Promise<{ ms: number; checkpoi
       const { org, rows: committed } = batch;
       if (!replaying) {
         for (const name of PROJECTIONS) s.projections[name].onCommitted(org, committed);
+        // Cluster mode: the owner also makes deliveries of rows its own writer did not append.
+        if (s.replayDeliveries === false) s.deliveries.onReplicated(org, committed);
         return;
       }
       if (damaged.has(org)) return;

@@ -2,6 +2,8 @@ import { connect, type NatsConnection } from '@nats-io/transport-node';
 import type { AppendOutcome, BatchHandler, CommittedBatch, Fence, LedgerCapability, LedgerLog, Position, Subscription } from '../bus/ledger-log.js';
 import type { NotOwner } from '../bus/messages.js';
 import type { LedgerRow } from '../domain/ledger.js';
+import type { DeliveryActor } from '../actors/delivery-actor.js';
+import type { DeliveryScope } from '../actors/delivery-scope.js';
 import type { OrgActors } from '../actors/org-actors.js';
 import type { ClusterConfig } from '../config.js';
 import { ensureError, StartError } from '../errors.js';
@@ -10,6 +12,7 @@ import type { LmdbStores } from '../store/lmdb.js';
 import type { LmdbLedgerLog } from '../store/lmdb-ledger-log.js';
 import { ensureClusterSettings, defaultReplicas } from './cluster-settings.js';
 import { openClusterStores, type ClusterStores } from './cluster-stores.js';
+import { openClusterWebhooks, type ClusterWebhooks } from './cluster-webhooks.js';
 import { JetStreamLedgerLog } from './jetstream-ledger-log.js';
 import { LedgerReplica } from './ledger-replica.js';
 import { NatsCommandRouter } from './nats-command-router.js';
@@ -72,6 +75,9 @@ export class ClusterNode {
     readonly leases: PartitionLeases,
     /** Orgs, keys, plans, sandbox keys and studio agents, shared by every node. */
     readonly stores: ClusterStores,
+    /** Webhooks and deliveries, shared through the VIGIL_WEBHOOKS stream. */
+    readonly webhooks: ClusterWebhooks,
+    private readonly ledgerReader: LmdbStores['ledger'],
     private readonly log: Logger,
   ) {
     this.writerLog = new WriterLog(ledger, replica);
@@ -104,9 +110,11 @@ export class ClusterNode {
       closing.unshift(() => replica.close());
       const commands = NatsCommandRouter.open(nc, { partitions: config.partitions, log });
       closing.unshift(() => commands.close());
+      const webhooks = await openClusterWebhooks(nc, store, { node: config.node, replicas, log });
+      closing.unshift(() => webhooks.replica.close());
       const leases = await PartitionLeases.open(nc, { node: config.node, partitions: config.partitions, leaseSeconds: config.leaseSeconds, replicas, log });
       log.info({ node: config.node, holder: leases.holder, replicas, partitions: config.partitions }, 'joined the cluster');
-      return new ClusterNode(config, nc, replicas, ledger, replica, commands, leases, stores, log);
+      return new ClusterNode(config, nc, replicas, ledger, replica, commands, leases, stores, webhooks, store.ledger, log);
     } catch (error) {
       for (const close of closing) await close().catch(() => undefined);
       throw error;
@@ -114,14 +122,36 @@ export class ClusterNode {
   }
 
   /**
-   * Serves the commands of the orgs in the partitions this node holds. A partition gained or lost
-   * drops its orgs' writers, so the next command starts its writer from the org's last batch.
+   * Read-your-writes of keyed reads: resolves once this node's copies of the ledger and of the
+   * webhook store hold the org's writes acknowledged so far (bounded, else 503).
    */
-  serve(actors: OrgActors): void {
+  async caughtUp(org: string): Promise<void> {
+    await Promise.all([this.replica.caughtUp(org), this.webhooks.replica.caughtUp(org)]);
+  }
+
+  /** What the delivery actor needs to make, store and send the deliveries of the orgs this node owns only. */
+  deliveryScope(): DeliveryScope {
+    const partitions = this.config.partitions;
+    return {
+      owns: (org) => this.leases.owns(partitionOf(org, partitions)),
+      caughtUp: (org) => this.caughtUp(org),
+      ledger: this.ledgerReader,
+      ids: this.webhooks.ids,
+    };
+  }
+
+  /**
+   * Serves the commands of the orgs in the partitions this node holds. A partition gained or lost
+   * drops its orgs' writers, so the next command starts its writer from the org's last batch; the
+   * delivery actor stops sending a lost partition's deliveries and takes a gained one's over.
+   */
+  serve(actors: OrgActors, deliveries?: DeliveryActor): void {
     const partitions = this.config.partitions;
     this.leases.onChange(({ gained, lost }) => {
       const moved = new Set([...gained, ...lost]);
       actors.forget((org) => moved.has(partitionOf(org, partitions)));
+      if (lost.length > 0) deliveries?.release((org) => lost.includes(partitionOf(org, partitions)));
+      if (gained.length > 0) deliveries?.take((org) => gained.includes(partitionOf(org, partitions)));
       if (gained.length + lost.length > 0) this.log.info({ gained: gained.length, lost: lost.length, owned: this.leases.owned().length }, 'partitions changed hands');
     });
     this.commands.serve(actors.handle, { owns: (org) => this.leases.owns(partitionOf(org, partitions)) });
@@ -134,7 +164,7 @@ export class ClusterNode {
 
   /** Releases the leases first (another node takes the partitions at once), then the rest. */
   async close(): Promise<void> {
-    const steps: (() => Promise<unknown>)[] = [() => this.leases.close(), () => this.commands.close(), () => this.replica.close(), () => this.ledger.close(), () => this.stores.close(), () => this.nc.drain()];
+    const steps: (() => Promise<unknown>)[] = [() => this.leases.close(), () => this.commands.close(), () => this.webhooks.replica.close(), () => this.replica.close(), () => this.ledger.close(), () => this.stores.close(), () => this.nc.drain()];
     for (const step of steps) {
       try {
         await step();

@@ -5,7 +5,7 @@ import type { AppendOutcome, BatchHandler, CommittedBatch, Fence, LedgerCapabili
 import type { Logger } from '../log.js';
 import { decodeBatch, encodeBatches, sameBatch, unpackBatch } from './batch-codec.js';
 import { ensureLedgerStream, LEDGER_STREAM, ledgerSubject, type LedgerStreamNames } from './ledger-stream.js';
-import { LedgerFeed } from './ledger-subscription.js';
+import { openLedgerFeed, type LedgerFeed } from './ledger-subscription.js';
 
 export interface JetStreamLedgerLogOptions extends Partial<LedgerStreamNames> {
   /** Replicas of the stream when this log creates it (DESIGN §8: VIGIL_NATS_REPLICAS). Default 1. */
@@ -159,7 +159,7 @@ export class JetStreamLedgerLog implements LedgerLog {
   async subscribe(handler: BatchHandler, from: Position): Promise<Subscription> {
     if (from.adapter !== 'jetstream') throw new Error(`JetStreamLedgerLog: a position of ${from.adapter} is not one of this log`);
     if (this.closed) throw new Error('JetStreamLedgerLog is closed');
-    const live = await LedgerFeed.open({
+    const live = await openLedgerFeed({
       js: this.js,
       jsm: this.jsm,
       stream: this.names.stream,

@@ -28,7 +28,16 @@ export function ledgerSubject(names: LedgerStreamNames, org: string): string {
  * taken back, and the fences of later batches point past it). Creating an identical stream is a
  * no-op, so nodes starting together may all call this.
  */
-export async function ensureLedgerStream(jsm: JetStreamManager, names: LedgerStreamNames, replicas: number, log: Logger): Promise<void> {
+export function ensureLedgerStream(jsm: JetStreamManager, names: LedgerStreamNames, replicas: number, log: Logger): Promise<void> {
+  return ensureKeptStream(jsm, names, replicas, log, 'ledger');
+}
+
+/**
+ * A stream of records kept for good (the ledger, the webhook store): subjects `<prefix>.>`, file
+ * storage, `replicas`, deny_delete and deny_purge; an existing one is accepted if it keeps all but
+ * the replica count (a different count is logged). `what` names it in messages.
+ */
+export async function ensureKeptStream(jsm: JetStreamManager, names: LedgerStreamNames, replicas: number, log: Logger, what: string): Promise<void> {
   const config = {
     name: names.stream,
     subjects: [`${names.subjectPrefix}.>`],
@@ -48,9 +57,9 @@ export async function ensureLedgerStream(jsm: JetStreamManager, names: LedgerStr
       existing.storage === StorageType.File &&
       existing.deny_delete &&
       existing.deny_purge;
-    if (!kept) throw new Error(`stream ${names.stream} exists with a configuration the ledger cannot use (subjects, storage, deny_delete, deny_purge)`, { cause: error });
+    if (!kept) throw new Error(`stream ${names.stream} exists with a configuration the ${what} cannot use (subjects, storage, deny_delete, deny_purge)`, { cause: error });
     if (existing.num_replicas !== replicas) {
-      log.warn({ stream: names.stream, replicas: existing.num_replicas, configured: replicas }, 'ledger stream kept with its own replica count');
+      log.warn({ stream: names.stream, replicas: existing.num_replicas, configured: replicas }, `${what} stream kept with its own replica count`);
     }
   }
 }

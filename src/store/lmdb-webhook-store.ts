@@ -1,7 +1,10 @@
 import type { Database, RootDatabase } from 'lmdb';
 import type { LmdbEnv } from './lmdb-env.js';
-import { deliveryMonth, isBilledDelivery, type DeliveryRecord, type WebhookRecord, type WebhookStore } from './webhook-store.js';
+import { deliveryMonth, isBilledDelivery, type DeliveriesWrite, type DeliveryRecord, type WebhookPut, type WebhookRecord, type WebhookStore } from './webhook-store.js';
 import { storeWrite } from './write-failure.js';
+
+const STORED: WebhookPut = { ok: true };
+const ALL_STORED: DeliveriesWrite = { refused: [] };
 
 /** [org, webhook id, delivery id] */
 type DeliveryKey = [string, number, number];
@@ -57,12 +60,14 @@ export class LmdbWebhookStore implements WebhookStore {
     return [...this.webhooks.getRange({}).map(({ value }) => value)];
   }
 
-  async putWebhook(webhook: WebhookRecord): Promise<void> {
+  /** Never a conflict: the one process serving the data dir is its only writer (WebhookRegistry picks ids). */
+  async putWebhook(webhook: WebhookRecord): Promise<WebhookPut> {
     await storeWrite(this.webhooks.put([webhook.org, webhook.id], webhook));
     await this.env.flushed();
+    return STORED;
   }
 
-  async putDeliveries(deliveries: readonly DeliveryRecord[], cursors?: ReadonlyMap<string, number>): Promise<void> {
+  async putDeliveries(deliveries: readonly DeliveryRecord[], cursors?: ReadonlyMap<string, number>): Promise<DeliveriesWrite> {
     await storeWrite(this.root.transaction(() => {
       for (const d of deliveries) {
         const key: DeliveryKey = [d.org, d.webhook_id, d.id];
@@ -78,6 +83,7 @@ export class LmdbWebhookStore implements WebhookStore {
       if (cursors !== undefined) for (const [org, seq] of cursors) void this.deliveryCursorsDb.put(org, seq);
     }));
     await this.env.flushed();
+    return ALL_STORED;
   }
 
   listDeliveries(org: string, webhookId: number, limit: number): DeliveryRecord[] {
@@ -85,9 +91,9 @@ export class LmdbWebhookStore implements WebhookStore {
     return [...range.map(({ value }) => value)];
   }
 
-  queuedDeliveries(): DeliveryRecord[] {
+  queuedDeliveries(org?: string): DeliveryRecord[] {
     const out: DeliveryRecord[] = [];
-    for (const key of this.deliveryQueue.getKeys({})) {
+    for (const key of this.deliveryQueue.getKeys(org === undefined ? {} : { start: [org], end: [org, Infinity] })) {
       const d = this.deliveries.get(key);
       if (d !== undefined) out.push(d);
     }
@@ -101,6 +107,13 @@ export class LmdbWebhookStore implements WebhookStore {
   lastDeliveryId(): number {
     let last = 0;
     for (const key of this.deliveries.getKeys({})) if (key[2] > last) last = key[2];
+    return last;
+  }
+
+  /** The org's highest delivery id (0: none), from a scan of its deliveries' keys. */
+  lastDeliveryIdOf(org: string): number {
+    let last = 0;
+    for (const key of this.deliveries.getKeys({ start: [org], end: [org, Infinity] })) if (key[2] > last) last = key[2];
     return last;
   }
 

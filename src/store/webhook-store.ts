@@ -58,18 +58,41 @@ export function deliveryMonth(d: DeliveryRecord): string {
 }
 
 /**
+ * What a webhook write did. `conflict`: another writer of a shared store (cluster mode) wrote the
+ * org's webhooks first, so this write, made from an older view, stored nothing; the store's view
+ * has caught up with that write by the time this is answered, so the caller decides again.
+ */
+export type WebhookPut = { ok: true } | { ok: false; reason: 'conflict' };
+
+/**
+ * What a deliveries write did: `refused` names the orgs whose part another writer of a shared
+ * store (cluster mode: the org's previous or next owner) wrote ahead of, so nothing of it was
+ * stored (their cursors did not move); the other orgs' parts are stored. Always empty where this
+ * process is the store's only writer.
+ */
+export interface DeliveriesWrite {
+  refused: readonly string[];
+}
+
+/**
  * Webhooks and their deliveries. Deliveries are written with the ledger position they cover
  * (per org, the delivery cursor) in one transaction, so after a crash the rows past the cursor
- * are turned into deliveries again and none is made twice. Writes resolve once durable.
+ * are turned into deliveries again and none is made twice. Writes resolve once durable (in a
+ * shared store: once replicated and readable from this node's copy).
  */
 export interface WebhookStore {
   listAllWebhooks(): WebhookRecord[];
-  putWebhook(webhook: WebhookRecord): Promise<void>;
-  /** Saves new or changed deliveries and, if given, delivery cursors, atomically. */
-  putDeliveries(deliveries: readonly DeliveryRecord[], cursors?: ReadonlyMap<string, number>): Promise<void>;
+  /** Stores a new or changed webhook, unless another writer wrote the org's webhooks first (a value, not a throw). */
+  putWebhook(webhook: WebhookRecord): Promise<WebhookPut>;
+  /**
+   * Saves new or changed deliveries and, if given, delivery cursors: per org atomically (each org's
+   * deliveries with its cursor), across orgs at once in LMDB.
+   */
+  putDeliveries(deliveries: readonly DeliveryRecord[], cursors?: ReadonlyMap<string, number>): Promise<DeliveriesWrite>;
   /** Newest first. */
   listDeliveries(org: string, webhookId: number, limit: number): DeliveryRecord[];
-  queuedDeliveries(): DeliveryRecord[];
+  /** Queued deliveries of every org, or of one. */
+  queuedDeliveries(org?: string): DeliveryRecord[];
   /**
    * Billed deliveries (isBilledDelivery) of the org in a UTC month (deliveryMonth), for statements.
    * O(1): a counter kept in the transaction that writes the deliveries.
@@ -77,4 +100,10 @@ export interface WebhookStore {
   countDeliveries(org: string, month: string): number;
   lastDeliveryId(): number;
   deliveryCursors(): Map<string, number>;
+  /**
+   * Shared stores only: calls `listener` with every webhook record as this node's copy stores it
+   * (this node's writes included), in the store's order, before the write that stored it resolves
+   * on the node that made it. Listeners run in the order they were added.
+   */
+  watchWebhooks?(listener: (webhook: WebhookRecord) => void): void;
 }

@@ -1,0 +1,42 @@
+import { signatureHeader, type WebhookEvent } from '../domain/webhook.js';
+import type { Lookup } from '../net/receiver-address.js';
+import { postWebhook, type PostOptions, type PostResult } from '../net/webhook-sender.js';
+import type { WebhookRecord } from '../store/webhook-store.js';
+import { VERSION } from '../version.js';
+
+export interface SendOptions {
+  now: () => number;
+  timeoutMs: number;
+  allowPrivate: boolean;
+  lookup?: Lookup;
+  /** The HTTP client (tests may wrap it to observe attempts; the default posts for real). */
+  post?: (options: PostOptions) => Promise<PostResult>;
+}
+
+/** One signed request to the webhook's receiver: the body as stored, a fresh signature timestamp. */
+export function sendSigned(options: SendOptions, webhook: WebhookRecord, deliveryId: string, event: WebhookEvent, body: string): Promise<PostResult> {
+  const t = Math.floor(options.now() / 1000);
+  const post = options.post ?? postWebhook;
+  return post({
+    url: webhook.url,
+    body,
+    headers: {
+      'content-type': 'application/json',
+      'user-agent': `vigil-webhooks/${VERSION}`,
+      'x-vigil-event': event,
+      'x-vigil-delivery': deliveryId,
+      'x-vigil-signature': signatureHeader(webhook.secret, t, body),
+    },
+    timeoutMs: options.timeoutMs,
+    allowPrivate: options.allowPrivate,
+    ...(options.lookup === undefined ? {} : { lookup: options.lookup }),
+  });
+}
+
+export function isDelivered(result: PostResult): boolean {
+  return result.error === null && result.status !== null && result.status >= 200 && result.status < 300;
+}
+
+export function failureOf(result: PostResult): string {
+  return result.error ?? `receiver answered ${String(result.status)}`;
+}
