@@ -117,15 +117,13 @@ export class LedgerReplica {
    */
   async caughtUp(org: string): Promise<void> {
     if (this.failed !== null) throw behind('this node\'s copy of the ledger stopped; try another node');
-    const names = this.options.names ?? LEDGER_STREAM;
     let last: number;
     try {
-      const message = await this.jsm.streams.getMessage(names.stream, { last_by_subj: ledgerSubject(names, org) });
-      if (message === null) return;
-      last = message.seq;
+      last = await this.lastStreamSeq(org);
     } catch (error) {
       throw behind('the ledger stream did not answer', error);
     }
+    if (last === 0) return;
     if ((this.applied.get(org) ?? 0) >= last || this.watermark >= last) return;
     await new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => reject(behind('this node\'s copy of the ledger trails the stream; try again')), this.options.waitMs ?? 5000);
@@ -152,6 +150,7 @@ export class LedgerReplica {
     for await (const batch of this.local.read(org, fromSeq)) yield { ...batch, fence };
   }
 
+  /** The stream sequence of the org's last batch (0: none), as the stream leader has it now. */
   private async lastStreamSeq(org: string): Promise<number> {
     const names = this.options.names ?? LEDGER_STREAM;
     const message = await this.jsm.streams.getMessage(names.stream, { last_by_subj: ledgerSubject(names, org) });
