@@ -3,7 +3,8 @@
  * JetStream cluster, replicas 3), two Vigil nodes, durable ingest with the load split over both
  * nodes against one embedded Vigil (sync) taking the whole load, interleaved round by round; then
  * the replication lag of public reads (written on one node, read on the other) and the failover
- * time (kill -9 of the org's owner, until the other node acknowledges a write again).
+ * time (kill -9 of the org's owner, until the other node acknowledges a write again). The load
+ * starts once the partitions are shared out between the nodes: it measures the steady cluster.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -55,6 +56,7 @@ export async function runCluster(options: MacroOptions): Promise<ClusterResult |
       nodes.push(await startNode(name, dir, nats));
     }
     const urls = nodes.map((n) => `http://127.0.0.1:${n.port}`);
+    await balanced(urls);
     await seedAgent(urls);
 
     const cluster: LoadResult[] = [];
@@ -129,6 +131,20 @@ function startNode(name: string, dir: string, nats: NatsServers): Promise<Starte
 }
 
 const headers = { authorization: `Bearer ${BENCH_KEY}`, 'content-type': 'application/json' };
+
+/**
+ * Waits until the partitions are shared out (each node its fair share, none unowned): the second
+ * node's joining moves half of the first's, and the load measures the steady cluster, not that.
+ */
+async function balanced(urls: string[]): Promise<void> {
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    const owned = await Promise.all(urls.map(async (url) => ((await (await fetch(`${url}/health`)).json()) as { partitions_owned: number[] }).partitions_owned.length));
+    if (owned.every((n) => n === Math.ceil(PARTITIONS / urls.length)) && owned.reduce((a, b) => a + b, 0) === PARTITIONS) return;
+    if (Date.now() > deadline) throw new Error(`cluster bench: partitions not shared out within 60 s (owned: ${owned.join(', ')})`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
 
 /** Registers the public bench agent through the first node, once some node owns its partition. */
 async function seedAgent(urls: string[]): Promise<void> {

@@ -1,7 +1,7 @@
 import type { Msg, NatsConnection, Subscription } from '@nats-io/transport-node';
 import type { CommandHandler, ServeOptions } from '../bus/command-router.js';
 import type { Logger } from '../log.js';
-import { decodeRequest, encodeWire, type WireAnswer } from './command-wire.js';
+import { decodeRequest, encodeAnswer, requestOrg, type WireAnswer } from './command-wire.js';
 
 interface Served {
   handler: CommandHandler;
@@ -15,6 +15,8 @@ interface Taken {
   abandoned: { aborted: boolean };
   /** The encoded final answer once the handler settled, sent again to a re-sent request. */
   answer: Uint8Array | null;
+  /** Whether the requester was sent `accepted` (a command answered fast never is). */
+  told: boolean;
 }
 
 export interface CommandServerOptions {
@@ -31,15 +33,22 @@ export interface CommandServerOptions {
   log?: Logger;
 }
 
-const ACCEPTED = encodeWire({ t: 'accepted' });
-const WORKING = encodeWire({ t: 'working' });
+const ACCEPTED = encodeAnswer({ t: 'accepted' });
+const WORKING = encodeAnswer({ t: 'working' });
+/**
+ * How long a command taken may go undecided before its requester is told `accepted`: well under
+ * the requester's re-send interval (NatsCommandRouterTimings.resendMs, 100 ms by default).
+ */
+export const ACCEPT_DELAY_MS = 20;
 
 /**
  * The serving side of NatsCommandRouter: while any handler serves, one subscription to
  * `<prefix>.*` in no queue group, so every serving node sees every command and only the one
  * whose `owns(org)` holds answers; the others stay silent. Ownership is a per-org predicate that
  * changes (leases), and answering from the predicate at delivery time needs no (un)subscribing
- * in step with it; the cost is that each command reaches every serving node (N small).
+ * in step with it; the cost is that each command reaches every serving node (N small), which
+ * reads only the org in its frame. The owner says `accepted` only for a command it has not decided
+ * within ACCEPT_DELAY_MS, so a command decided fast costs one message each way.
  *
  * Handlers are called synchronously in delivery order, so commands published in order on one
  * connection reach the handler in that order. A re-sent request (same reply subject) is taken
@@ -51,6 +60,9 @@ export class CommandServer {
   private subscription: Subscription | null = null;
   private readonly taken = new Map<string, Taken>();
   private heartbeat: ReturnType<typeof setInterval> | null = null;
+  /** Reply subjects of commands taken and not yet told `accepted`, and the timer that tells them. */
+  private unaccepted: string[] = [];
+  private acceptTimer: ReturnType<typeof setTimeout> | null = null;
 
   constructor(
     private readonly nc: NatsConnection,
@@ -74,6 +86,11 @@ export class CommandServer {
     };
   }
 
+  /** The handler serving `org` on this node now, if any (the router's own node decides its orgs without a round trip). */
+  ownerOf(org: string): CommandHandler | undefined {
+    return this.served.find((s) => s.owns(org))?.handler;
+  }
+
   /** Stops taking commands; commands already taken still get their answers. */
   stop(): void {
     this.served = [];
@@ -84,30 +101,55 @@ export class CommandServer {
   private take(msg: Msg): void {
     const reply = msg.reply;
     if (reply === undefined || reply === '') return;
+    const known = this.taken.get(reply);
+    if (known !== undefined) {
+      // The same request again: a re-send, or the requester telling that its caller is gone.
+      if (decodeRequest(msg.data)?.abandoned === true) known.abandoned.aborted = true;
+      known.told = true;
+      return this.send(reply, known.answer ?? ACCEPTED);
+    }
+    // Every serving node sees every command: those that do not own its org read only its frame.
+    const org = requestOrg(msg.data);
+    const owner = org === null ? undefined : this.served.find((s) => s.owns(org));
+    if (owner === undefined) return;
     const request = decodeRequest(msg.data);
     if (request === null) {
       this.options.log?.warn({ subject: msg.subject }, 'command router: an undecodable command was dropped');
       return;
     }
-    const known = this.taken.get(reply);
-    if (known !== undefined) {
-      // The same request again: a re-send, or the requester telling that its caller is gone.
-      if (request.abandoned) known.abandoned.aborted = true;
-      return this.send(reply, known.answer ?? ACCEPTED);
-    }
-    const owner = this.served.find((s) => s.owns(request.command.org));
-    if (owner === undefined) return;
-    if (request.deadline - this.options.now() < this.options.acceptMarginMs) return;
-    const entry: Taken = { deadline: request.deadline, abandoned: { aborted: request.abandoned }, answer: null };
+    const left = request.deadline - this.options.now();
+    if (left < this.options.acceptMarginMs) return;
+    const entry: Taken = { deadline: request.deadline, abandoned: { aborted: request.abandoned }, answer: null, told: false };
     this.taken.set(reply, entry);
-    this.send(reply, ACCEPTED);
+    // Most commands are decided well within the delay: their answer is the only message. Close to
+    // its deadline, the requester must hear `accepted` before it gives up.
+    if (left < this.options.acceptMarginMs + ACCEPT_DELAY_MS) this.accept(reply, entry);
+    else this.acceptLater(reply);
     void this.decide(owner, request.command, request.deadline, entry.abandoned).then((answer) => {
       const notOwner = answer.t === 'reply' && !answer.reply.ok && answer.reply.code === 'not_owner';
       // Nothing was decided: a re-send of this request may be taken afresh (by whichever node owns it then).
       if (notOwner) this.taken.delete(reply);
-      else entry.answer = encodeWire(answer);
-      this.send(reply, entry.answer ?? encodeWire(answer));
+      else entry.answer = encodeAnswer(answer);
+      this.send(reply, entry.answer ?? encodeAnswer(answer));
     });
+  }
+
+  private accept(reply: string, entry: Taken): void {
+    entry.told = true;
+    this.send(reply, ACCEPTED);
+  }
+
+  /** Says `accepted` after ACCEPT_DELAY_MS for each command taken and still undecided then. */
+  private acceptLater(reply: string): void {
+    this.unaccepted.push(reply);
+    if (this.acceptTimer !== null) return;
+    this.acceptTimer = setTimeout(() => {
+      this.acceptTimer = null;
+      for (const r of this.unaccepted.splice(0)) {
+        const entry = this.taken.get(r);
+        if (entry !== undefined && entry.answer === null && !entry.told) this.accept(r, entry);
+      }
+    }, ACCEPT_DELAY_MS);
   }
 
   private async decide(owner: Served, command: Parameters<CommandHandler>[0], deadline: number, abandoned: { aborted: boolean }): Promise<WireAnswer> {

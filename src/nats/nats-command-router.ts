@@ -4,7 +4,7 @@ import { DEFAULT_DEADLINE_MS, type CommandHandler, type CommandRouter, type Requ
 import type { OrgCommand, ReplyTo } from '../bus/messages.js';
 import type { Logger } from '../log.js';
 import { CommandServer } from './command-server.js';
-import { decodeAnswer, encodeWire, type WireAnswer } from './command-wire.js';
+import { decodeAnswer, encodeRequest, type WireAnswer } from './command-wire.js';
 import { Mailbox, type Signal } from './mailbox.js';
 import { DEFAULT_PARTITIONS, partitionOf } from './partition.js';
 
@@ -48,10 +48,11 @@ type Outcome<C extends OrgCommand> = { kind: 'reply'; reply: ReplyTo<C> } | { ki
 /**
  * The command router of cluster mode (DESIGN §8), over core NATS request-reply. An org's commands
  * go to `<prefix>.<partition>`; every serving node listens to all partitions and the owner alone
- * answers (see CommandServer). A request:
+ * answers (see CommandServer). A request of an org this router's own node owns is handed to its
+ * writer directly, as in-process (`first`); any other request:
  *
  * 1. is published with a reply subject of this router's inbox, and re-sent every `resendMs` until
- *    an owner answers `accepted` (a node that does not own the org stays silent; an owner may
+ *    an owner answers (`accepted`, or at once its reply) (a node that does not own the org stays silent; an owner may
  *    appear, by lease, at any time). An owner takes a re-sent request once.
  * 2. "No responders" (nobody serves) or a `not_owner` reply: routed again after `retryMs`, under a
  *    fresh reply subject. `not_owner` never reaches the caller.
@@ -66,8 +67,8 @@ type Outcome<C extends OrgCommand> = { kind: 'reply'; reply: ReplyTo<C> } | { ki
  * Order: commands of one caller (one router) for one org are published in order on one connection,
  * and NATS delivers them to a subscriber in that order, so a steady owner handles them as sent.
  * Once a request of an org has to wait (silence, no responders, not_owner), it lets the org's
- * earlier requests be answered first, and later requests are routed only once every earlier one
- * is answered (see `request`). Weaker than in-process: silence is known only
+ * earlier requests be answered first, and requests made while it waits queue until it is answered,
+ * then go together, in order (see `request`). Weaker than in-process: silence is known only
  * after `resendMs`, so if an owner appears within that time after an earlier request met silence,
  * a later request sent meanwhile may be decided before it. Keeping order there would mean waiting
  * for each `accepted` before the next send, one round trip per command of an org.
@@ -86,8 +87,11 @@ export class NatsCommandRouter implements CommandRouter {
   private readonly inboxSubscription: Subscription;
   private readonly mailboxes = new Map<string, Mailbox>();
   private next = 0;
-  /** Per org with requests unanswered: when all of them are answered, and how many wait (see `request`). */
-  private readonly orgs = new Map<string, { sent: Promise<unknown>; waiting: number }>();
+  /**
+   * Per org with requests unanswered: when all of them are answered, the requests made so far,
+   * and the gate later requests queue at while one waits (with the latest waiting one's ticket).
+   */
+  private readonly orgs = new Map<string, { sent: Promise<unknown>; tickets: number; gate: Promise<void> | null; gateTicket: number }>();
   private closed = false;
 
   private constructor(
@@ -127,30 +131,43 @@ export class NatsCommandRouter implements CommandRouter {
 
   /**
    * Each request notes the requests of its org sent before it and still unanswered. The common
-   * case, nothing of the org waiting: sent at once. A request that turns out to wait (no owner,
-   * not_owner) first lets those earlier ones be answered, and while any request of the org waits,
-   * later ones are routed only once every earlier one is answered; so order is kept whichever
-   * request learns first that it must wait.
+   * case, nothing of the org waiting: decided at once by this node's own writer if it owns the org,
+   * else sent. A request that turns out to wait (no owner, not_owner) first lets those earlier ones
+   * be answered, and closes the org's gate until it is answered itself: requests made meanwhile
+   * queue at the gate and go, in order, once it opens, so order is kept whichever request learns
+   * first that it must wait, and the org is back to sending at once as soon as the waiting is over.
    */
   request<C extends OrgCommand>(command: C, options: RequestOptions = {}): Promise<ReplyTo<C>> {
     const deadline = options.deadline ?? this.now() + DEFAULT_DEADLINE_MS;
     const org = command.org;
     if (this.closed) return Promise.resolve(noOwner(org));
-    const state = this.orgs.get(org) ?? { sent: Promise.resolve(), waiting: 0 };
-    this.orgs.set(org, state);
-    const before = state.sent;
+    let state = this.orgs.get(org);
+    if (state === undefined) {
+      state = { sent: Promise.resolve(), tickets: 0, gate: null, gateTicket: 0 };
+      this.orgs.set(org, state);
+    }
+    const entry = state;
+    const ticket = ++entry.tickets;
+    const before = entry.sent;
     let answered = (): void => {};
     const sent = Promise.all([before, new Promise<void>((resolve) => (answered = resolve))]);
-    state.sent = sent;
+    entry.sent = sent;
     let waiting = false;
     const waits = (): Promise<unknown> => {
-      if (!waiting) state.waiting++;
+      if (!waiting && ticket > entry.gateTicket) {
+        // Later requests queue until this one (and so every one before it) is answered.
+        const gate = sent.then(() => {
+          if (entry.gate === gate) entry.gate = null;
+        });
+        entry.gate = gate;
+        entry.gateTicket = ticket;
+      }
       waiting = true;
       return before;
     };
-    const reply = state.waiting > 0 ? waits().then(() => this.route(command, options, deadline, waits)) : this.route(command, options, deadline, waits);
+    const gate = entry.gate;
+    const reply = gate !== null ? gate.then(() => this.first(command, options, deadline, waits)) : this.first(command, options, deadline, waits);
     const settle = (): void => {
-      if (waiting) state.waiting--;
       answered();
       void sent.then(() => {
         if (this.orgs.get(org)?.sent === sent) this.orgs.delete(org);
@@ -158,6 +175,19 @@ export class NatsCommandRouter implements CommandRouter {
     };
     void reply.then(settle, settle);
     return reply;
+  }
+
+  /**
+   * A request's first try: this node's own writer when it owns the org (no round trip over NATS),
+   * else the owner over NATS. A local `not_owner` (the lease just moved) waits and routes.
+   */
+  private first<C extends OrgCommand>(command: C, options: RequestOptions, deadline: number, waits: () => Promise<unknown>): Promise<ReplyTo<C>> {
+    const local = this.server.ownerOf(command.org);
+    if (local === undefined) return this.route(command, options, deadline, waits);
+    return local(command, { deadline, abandoned: options.abandoned }).then((reply) => {
+      if (reply.ok || reply.code !== 'not_owner') return reply as ReplyTo<C>;
+      return waits().then(() => this.route(command, options, deadline, waits));
+    });
   }
 
   async close(): Promise<void> {
@@ -189,7 +219,7 @@ export class NatsCommandRouter implements CommandRouter {
     const mailbox = new Mailbox();
     this.mailboxes.set(reply, mailbox);
     const subject = this.subjectOf(command.org);
-    const send = (): void => this.nc.publish(subject, encodeWire({ command, deadline, abandoned: options.abandoned?.aborted === true }), { reply });
+    const send = (): void => this.nc.publish(subject, encodeRequest({ command, deadline, abandoned: options.abandoned?.aborted === true }), { reply });
     try {
       send();
       let accepted = false;

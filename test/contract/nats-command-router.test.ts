@@ -1,5 +1,6 @@
 import { afterAll, describe, it } from 'vitest';
 import { connect } from '@nats-io/transport-node';
+import type { CommandRouter } from '../../src/bus/command-router.js';
 import { NatsCommandRouter } from '../../src/nats/nats-command-router.js';
 import { silentLogger } from '../support/logs.js';
 import { natsAvailable, startNats, type NatsServers } from '../support/nats.js';
@@ -17,7 +18,9 @@ if (natsAvailable('NatsCommandRouter contract')) {
     afterAll(async () => {
       await (await servers)?.stop();
     });
-    runCommandRouterContract(`NatsCommandRouter (${nodes} node${nodes > 1 ? 's' : ''})`, ['many-owners'], async () => {
+    // The router's own node owns the orgs (decided without a round trip), and another node does
+    // (every command over NATS: the requests on one connection, the serving on another).
+    runCommandRouterContract(`NatsCommandRouter (${nodes} node${nodes > 1 ? 's' : ''}, owner on the requesting node)`, ['many-owners'], async () => {
       servers ??= startNats({ nodes });
       const { urls } = await servers;
       const nc = await connect({ servers: urls });
@@ -27,6 +30,32 @@ if (natsAvailable('NatsCommandRouter contract')) {
         async dispose() {
           await router.close();
           await nc.close();
+        },
+      };
+    });
+    runCommandRouterContract(`NatsCommandRouter (${nodes} node${nodes > 1 ? 's' : ''}, owner on another node)`, ['many-owners'], async () => {
+      servers ??= startNats({ nodes });
+      const { urls } = await servers;
+      const prefix = `t${++cases}.cmd`;
+      const front = await connect({ servers: [urls[0]!] });
+      const back = await connect({ servers: [urls[urls.length - 1]!] });
+      const requester = NatsCommandRouter.open(front, { prefix, log: silentLogger() });
+      const owner = NatsCommandRouter.open(back, { prefix, log: silentLogger() });
+      const router: CommandRouter = {
+        capabilities: requester.capabilities,
+        serve: (handler, options) => owner.serve(handler, options),
+        request: (command, options) => requester.request(command, options),
+        async close() {
+          await requester.close();
+          await owner.close();
+        },
+      };
+      return {
+        router,
+        async dispose() {
+          await router.close();
+          await front.close();
+          await back.close();
         },
       };
     });

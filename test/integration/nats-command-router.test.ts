@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { connect, createInbox, type NatsConnection } from '@nats-io/transport-node';
 import type { CommandHandler } from '../../src/bus/command-router.js';
 import type { OrgCommand, OrgReply } from '../../src/bus/messages.js';
+import { decodeAnswer, encodeRequest } from '../../src/nats/command-wire.js';
 import { NatsCommandRouter, OwnerLostError } from '../../src/nats/nats-command-router.js';
 import { silentLogger } from '../support/logs.js';
 import { natsAvailable, startNats, type NatsServers } from '../support/nats.js';
@@ -135,6 +136,75 @@ run('NatsCommandRouter on a 3-node nats cluster', () => {
     setTimeout(() => (moved = true), 50);
     expect((await Promise.all(replies)).map(valueOf)).toEqual([1, 2, 3].map((n) => ({ event_id: n, tag: 'b' })));
     expect(taken).toEqual([1, 2, 3]);
+  });
+
+  it('once a waiting request is answered, the org\'s requests under steady load go at once again, not one at a time', async () => {
+    const [a, front] = await nodes(2);
+    const taken: number[] = [];
+    let deciding = 0;
+    let most = 0;
+    // Each command takes 20 ms to decide, as a ledger append does: concurrency shows in `most`.
+    const handler: CommandHandler = async (command) => {
+      taken.push(numberOf(command));
+      most = Math.max(most, ++deciding);
+      await sleep(20);
+      deciding--;
+      return ok(command, 'a');
+    };
+    await sleep(100);
+    // A request every 2 ms before any owner serves (they wait) and for a while after it does.
+    const replies: Promise<OrgReply>[] = [];
+    for (let n = 0; n < 150; n++) {
+      replies.push(front!.router.request(ingest('busy', n), { deadline: Date.now() + 10_000 }));
+      if (n === 10) a!.router.serve(handler, { owns: () => true });
+      if (n === 75) most = 0; // the second half: long after the owner appeared
+      await sleep(2);
+    }
+    expect((await Promise.all(replies)).map(valueOf).every((v) => typeof v === 'object')).toBe(true);
+    expect(taken).toEqual(Array.from({ length: 150 }, (_, n) => n));
+    // One at a time (each request waiting for the one before it to be answered) would keep this at 1.
+    expect(most).toBeGreaterThan(3);
+  });
+
+  it('a request for an org its own node owns goes to that node\'s handler without crossing NATS, in order with the rest', async () => {
+    const [a, b] = await nodes(2);
+    const taken: string[] = [];
+    a!.router.serve((command) => {
+      taken.push(`a${numberOf(command)}`);
+      return Promise.resolve(ok(command, 'a'));
+    }, { owns: (org) => org === 'mine' });
+    b!.router.serve((command) => {
+      taken.push(`b${numberOf(command)}`);
+      return Promise.resolve(ok(command, 'b'));
+    }, { owns: (org) => org === 'theirs' });
+    await sleep(100);
+    // Taken before the request's first await: no round trip happened.
+    const local = a!.router.request(ingest('mine', 1));
+    expect(taken).toEqual(['a1']);
+    const replies = await Promise.all([local, a!.router.request(ingest('theirs', 2)), a!.router.request(ingest('mine', 3))]);
+    expect(replies.map(valueOf)).toEqual([{ event_id: 1, tag: 'a' }, { event_id: 2, tag: 'b' }, { event_id: 3, tag: 'a' }]);
+    expect(taken).toEqual(['a1', 'a3', 'b2']);
+  });
+
+  it('the owner answers a command decided fast with its reply alone, and says `accepted` first for one that takes longer', async () => {
+    const [a, raw] = await nodes(2);
+    a!.router.serve(async (command) => {
+      if (numberOf(command) === 2) await sleep(150);
+      return ok(command, 'a');
+    }, { owns: () => true });
+    await sleep(100);
+    const heard = async (n: number): Promise<string[]> => {
+      const inbox = createInbox();
+      const types: string[] = [];
+      const sub = raw!.nc.subscribe(inbox, { callback: (_error, msg) => void types.push(decodeAnswer(msg.data)?.t ?? '?') });
+      raw!.nc.publish(a!.router.subjectOf('org'), encodeRequest({ command: ingest('org', n), deadline: Date.now() + 5_000, abandoned: false }), { reply: inbox });
+      await sleep(300);
+      sub.unsubscribe();
+      return types;
+    };
+    expect(await heard(1)).toEqual(['reply']);
+    const slow = await heard(2); // heartbeats (`working`) may come between
+    expect([slow[0], slow.at(-1), slow.filter((t) => t === 'reply').length]).toEqual(['accepted', 'reply', 1]);
   });
 
   it('tells the owner when the caller goes away while the owner decides, so it can refuse the command', async () => {

@@ -1,0 +1,42 @@
+import { describe, expect, it } from 'vitest';
+import type { OrgCommand } from '../../src/bus/messages.js';
+import { decodeAnswer, decodeRequest, encodeAnswer, encodeRequest, requestOrg } from '../../src/nats/command-wire.js';
+
+const command = (org: string): OrgCommand => ({
+  type: 'event.ingest',
+  org,
+  event: { agent_id: 'a1', event_type: 'output_generated', payload: { n: 1 }, dti: null, source: 'self', actor: null },
+});
+
+describe('command wire (NatsCommandRouter)', () => {
+  it('frames a request with its org in front, read without parsing the command', () => {
+    for (const org of ['org_1', 'ørg ✓ with spaces', 'x'.repeat(300)]) {
+      const frame = encodeRequest({ command: command(org), deadline: 123, abandoned: false });
+      expect(requestOrg(frame)).toBe(org);
+      expect(decodeRequest(frame)).toEqual({ command: command(org), deadline: 123, abandoned: false });
+    }
+  });
+
+  it('drops a frame cut short, a body that is not a request, and a command of another org than its frame names', () => {
+    const frame = encodeRequest({ command: command('mine'), deadline: 1, abandoned: true });
+    expect(requestOrg(frame.subarray(0, 1))).toBeNull();
+    expect(requestOrg(frame.subarray(0, 4))).toBeNull();
+    expect(decodeRequest(frame.subarray(0, 4))).toBeNull();
+    expect(decodeRequest(frame.subarray(0, frame.length - 1))).toBeNull();
+    // The frame decides who takes a command: one claiming another org in its body is not a command.
+    const forged = encodeRequest({ command: command('theirs'), deadline: 1, abandoned: false });
+    const mine = new TextEncoder().encode('mine');
+    const body = forged.subarray(2 + 'theirs'.length);
+    const mixed = new Uint8Array([0, mine.length, ...mine, ...body]);
+    expect(requestOrg(mixed)).toBe('mine');
+    expect(decodeRequest(mixed)).toBeNull();
+  });
+
+  it('round-trips the owner\'s answers and ignores anything else', () => {
+    for (const answer of [{ t: 'accepted' }, { t: 'working' }, { t: 'reply', reply: { ok: false, code: 'not_owner', message: 'moved' } }, { t: 'error', message: 'bug' }] as const) {
+      expect(decodeAnswer(encodeAnswer(answer))).toEqual(answer);
+    }
+    expect(decodeAnswer(new TextEncoder().encode('{"t":"other"}'))).toBeNull();
+    expect(decodeAnswer(new TextEncoder().encode('not json'))).toBeNull();
+  });
+});
