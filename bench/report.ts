@@ -119,7 +119,7 @@ function clusterTable(c: ClusterResult): Table {
       ['durable ingest, embedded (sync), same load', `${fmtInt(c.embeddedRps)} req/s, p99 ${fmtMs(c.embeddedP99)}`],
       ['cluster / embedded', fmtRatio(c.ratio)],
       [`public read on the other node after an acknowledged write (${c.lagSamples} samples)`, `median ${fmtMs(c.lagMedianMs)}, p99 ${fmtMs(c.lagP99Ms)}`],
-      [`failover: kill -9 of the owner until the other node acknowledges (lease ${c.leaseSeconds} s)`, fmtMs(c.failoverMs)],
+      [`failover: kill -9 of the owner until the other node acknowledges (lease ${c.leaseSeconds} s)`, `${(c.failoverMs / 1000).toFixed(2)} s`],
     ],
     right: [1],
   };

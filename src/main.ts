@@ -14,6 +14,7 @@ import { startRuntime } from './runtime.js';
 const USAGE = `usage: vigil <command>
   serve                                              run the service (embedded mode)
   keys create --org <slug> --scopes a,b[,c] [--name n]  create an API key (creates the org if needed)
+  keys revoke <key_id>                               revoke a key (refused from then on, on every node)
   orgs set-plan --org <slug> --plan <free|team|scale> [--billing-email e]  set an org's plan
   verify <ledger.jsonl>                              verify an exported ledger offline
   verify <bundle.tar.gz|dir> [--manifest-sha256 <hex>]  verify an export bundle offline
@@ -93,9 +94,11 @@ async function orgs(args: string[]): Promise<number> {
 }
 
 async function keys(args: string[]): Promise<number> {
-  const { positionals, values } = parseCommand(args, { org: { type: 'string' }, scopes: { type: 'string' }, name: { type: 'string' } }, 1);
+  const { positionals, values } = parseCommand(args, { org: { type: 'string' }, scopes: { type: 'string' }, name: { type: 'string' } }, 2);
   if (values.help === true) return help();
-  if (positionals[0] !== 'create') throw new UsageError(`keys: ${positionals[0] === undefined ? 'name a subcommand' : `unknown subcommand ${positionals[0]}`}; use create`);
+  if (positionals[0] === 'revoke') return revokeKey(positionals.slice(1));
+  if (positionals[0] !== 'create') throw new UsageError(`keys: ${positionals[0] === undefined ? 'name a subcommand' : `unknown subcommand ${positionals[0]}`}; use create or revoke`);
+  if (positionals.length > 1) throw new UsageError(`unexpected argument ${positionals[1]}`);
   if (values.org === undefined || values.scopes === undefined) throw new UsageError('keys create needs --org and --scopes');
   const slug = orgSlug.safeParse(values.org);
   if (!slug.success) throw new VigilError('validation_failed', `--org: ${slug.error.issues[0]?.message ?? 'invalid'}`);
@@ -110,6 +113,19 @@ async function keys(args: string[]): Promise<number> {
     const created = await registry.createKey(slug.data, scopes as Scope[], values.name ?? null);
     console.log(JSON.stringify({ id: created.id, org: created.org, scopes: created.scopes, name: created.name }));
     console.log(created.key);
+  } finally {
+    await opened.close();
+  }
+  return 0;
+}
+
+async function revokeKey(ids: string[]): Promise<number> {
+  if (ids.length !== 1) throw new UsageError('keys revoke needs one key id (key_…, as keys create printed it)');
+  const config = loadConfig();
+  const opened = await openCliRegistry(config, cliLogger(config));
+  try {
+    const revoked = await new Registry(opened.store).revokeKey(ids[0]!);
+    console.log(JSON.stringify({ id: revoked.id, org: revoked.org, revoked_at: revoked.revoked_at }));
   } finally {
     await opened.close();
   }

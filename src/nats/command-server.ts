@@ -15,8 +15,6 @@ interface Taken {
   abandoned: { aborted: boolean };
   /** The encoded final answer once the handler settled, sent again to a re-sent request. */
   answer: Uint8Array | null;
-  /** Whether the requester was sent `accepted` (a command answered fast never is). */
-  told: boolean;
 }
 
 export interface CommandServerOptions {
@@ -35,11 +33,7 @@ export interface CommandServerOptions {
 
 const ACCEPTED = encodeAnswer({ t: 'accepted' });
 const WORKING = encodeAnswer({ t: 'working' });
-/**
- * How long a command taken may go undecided before its requester is told `accepted`: well under
- * the requester's re-send interval (NatsCommandRouterTimings.resendMs, 100 ms by default).
- */
-export const ACCEPT_DELAY_MS = 20;
+
 
 /**
  * The serving side of NatsCommandRouter: while any handler serves, one subscription to
@@ -47,8 +41,7 @@ export const ACCEPT_DELAY_MS = 20;
  * whose `owns(org)` holds answers; the others stay silent. Ownership is a per-org predicate that
  * changes (leases), and answering from the predicate at delivery time needs no (un)subscribing
  * in step with it; the cost is that each command reaches every serving node (N small), which
- * reads only the org in its frame. The owner says `accepted` only for a command it has not decided
- * within ACCEPT_DELAY_MS, so a command decided fast costs one message each way.
+ * reads only the org in its frame.
  *
  * Handlers are called synchronously in delivery order, so commands published in order on one
  * connection reach the handler in that order. A re-sent request (same reply subject) is taken
@@ -60,9 +53,6 @@ export class CommandServer {
   private subscription: Subscription | null = null;
   private readonly taken = new Map<string, Taken>();
   private heartbeat: ReturnType<typeof setInterval> | null = null;
-  /** Reply subjects of commands taken and not yet told `accepted`, and the timer that tells them. */
-  private unaccepted: string[] = [];
-  private acceptTimer: ReturnType<typeof setTimeout> | null = null;
 
   constructor(
     private readonly nc: NatsConnection,
@@ -105,8 +95,7 @@ export class CommandServer {
     if (known !== undefined) {
       // The same request again: a re-send, or the requester telling that its caller is gone.
       if (decodeRequest(msg.data)?.abandoned === true) known.abandoned.aborted = true;
-      known.told = true;
-      return this.send(reply, known.answer ?? ACCEPTED);
+        return this.send(reply, known.answer ?? ACCEPTED);
     }
     // Every serving node sees every command: those that do not own its org read only its frame.
     const org = requestOrg(msg.data);
@@ -117,14 +106,13 @@ export class CommandServer {
       this.options.log?.warn({ subject: msg.subject }, 'command router: an undecodable command was dropped');
       return;
     }
-    const left = request.deadline - this.options.now();
-    if (left < this.options.acceptMarginMs) return;
-    const entry: Taken = { deadline: request.deadline, abandoned: { aborted: request.abandoned }, answer: null, told: false };
+    if (request.deadline - this.options.now() < this.options.acceptMarginMs) return;
+    const entry: Taken = { deadline: request.deadline, abandoned: { aborted: request.abandoned }, answer: null };
     this.taken.set(reply, entry);
-    // Most commands are decided well within the delay: their answer is the only message. Close to
-    // its deadline, the requester must hear `accepted` before it gives up.
-    if (left < this.options.acceptMarginMs + ACCEPT_DELAY_MS) this.accept(reply, entry);
-    else this.acceptLater(reply);
+    // At once, before the handler can append anything of the command: it goes out on this
+    // connection ahead of the batch that records the command, so a requester that never heard it
+    // knows the command was not recorded and may send it again (to the next owner).
+    this.send(reply, ACCEPTED);
     void this.decide(owner, request.command, request.deadline, entry.abandoned).then((answer) => {
       const notOwner = answer.t === 'reply' && !answer.reply.ok && answer.reply.code === 'not_owner';
       // Nothing was decided: a re-send of this request may be taken afresh (by whichever node owns it then).
@@ -132,24 +120,6 @@ export class CommandServer {
       else entry.answer = encodeAnswer(answer);
       this.send(reply, entry.answer ?? encodeAnswer(answer));
     });
-  }
-
-  private accept(reply: string, entry: Taken): void {
-    entry.told = true;
-    this.send(reply, ACCEPTED);
-  }
-
-  /** Says `accepted` after ACCEPT_DELAY_MS for each command taken and still undecided then. */
-  private acceptLater(reply: string): void {
-    this.unaccepted.push(reply);
-    if (this.acceptTimer !== null) return;
-    this.acceptTimer = setTimeout(() => {
-      this.acceptTimer = null;
-      for (const r of this.unaccepted.splice(0)) {
-        const entry = this.taken.get(r);
-        if (entry !== undefined && entry.answer === null && !entry.told) this.accept(r, entry);
-      }
-    }, ACCEPT_DELAY_MS);
   }
 
   private async decide(owner: Served, command: Parameters<CommandHandler>[0], deadline: number, abandoned: { aborted: boolean }): Promise<WireAnswer> {

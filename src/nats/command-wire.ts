@@ -15,11 +15,10 @@ export interface WireRequest {
 }
 
 /**
- * The owner's messages to a request's reply subject, in this order: `accepted` once it has taken
- * the command and not decided it within ACCEPT_DELAY_MS (from then on it may decide it; a command
- * decided sooner skips it), `working` while its handler runs (so the requester knows the owner
- * lives), then one `reply` (the handler's answer, `not_owner` included) or `error` (the handler
- * threw). Nodes that do not own the org send nothing.
+ * The owner's messages to a request's reply subject, in this order: `accepted` once it takes the
+ * command (from then on it may decide it), `working` while its handler runs (so the requester
+ * knows the owner lives), then one `reply` (the handler's answer, `not_owner` included) or
+ * `error` (the handler threw). Nodes that do not own the org send nothing.
  */
 export type WireAnswer =
   | { t: 'accepted' }

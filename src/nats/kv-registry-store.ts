@@ -55,6 +55,10 @@ export class KvRegistryStore implements RegistryStore {
     await this.keys.put(kvToken(key.hash), key);
   }
 
+  listKeys(): KeyRecord[] {
+    return [...this.keys.entries()].map(([, key]) => key);
+  }
+
   isEmpty(): boolean {
     return this.orgs.size === 0 && this.keys.size === 0;
   }

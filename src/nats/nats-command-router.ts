@@ -52,7 +52,7 @@ type Outcome<C extends OrgCommand> = { kind: 'reply'; reply: ReplyTo<C> } | { ki
  * writer directly, as in-process (`first`); any other request:
  *
  * 1. is published with a reply subject of this router's inbox, and re-sent every `resendMs` until
- *    an owner answers (`accepted`, or at once its reply) (a node that does not own the org stays silent; an owner may
+ *    an owner answers `accepted` (a node that does not own the org stays silent; an owner may
  *    appear, by lease, at any time). An owner takes a re-sent request once.
  * 2. "No responders" (nobody serves) or a `not_owner` reply: routed again after `retryMs`, under a
  *    fresh reply subject. `not_owner` never reaches the caller.

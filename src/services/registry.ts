@@ -17,12 +17,14 @@ export interface CreatedKey {
 
 /**
  * Orgs and keys: creation (CLI, admin route, bootstrap) and authentication. Keys are stored only
- * as SHA-256 digests. Keys already seen are cached in memory; an unknown key is looked up in the
- * store each time, so a key created by the CLI against a running server works at once.
+ * as SHA-256 digests. Keys already seen are cached in memory (their hash, so the hot path skips
+ * hashing), and every request reads the key's record from the store (a synchronous read of LMDB
+ * or of the KV mirror), so a key created or revoked by the CLI against a running server, or on
+ * another node, takes effect as soon as the store holds the change.
  */
 export class Registry {
-  /** Keys seen, by their text: the hot path skips hashing and the store. Bounded. */
-  private readonly byText = new Map<string, KeyRecord>();
+  /** The digests of keys seen, by their text: the hot path skips hashing. Bounded. */
+  private readonly byText = new Map<string, string>();
 
   constructor(
     private readonly store: RegistryStore,
@@ -83,14 +85,26 @@ export class Registry {
       throw new VigilError('unauthorized', authorization === '' ? 'missing API key: send Authorization: Bearer <key>' : 'malformed Authorization header: expected Bearer <key>');
     }
     const text = match[1]!;
-    const known = this.byText.get(text);
-    if (known !== undefined) return known;
-    const digest = hashKey(text);
+    let digest = this.byText.get(text);
+    if (digest === undefined) {
+      digest = hashKey(text);
+      if (this.byText.size >= MAX_CACHED_KEYS) this.byText.clear();
+      this.byText.set(text, digest);
+    }
     const record = this.store.getKey(digest);
     if (record === undefined || !sameDigest(record.hash, digest)) throw new VigilError('unauthorized', 'unknown API key');
-    if (this.byText.size >= MAX_CACHED_KEYS) this.byText.clear();
-    this.byText.set(text, record);
+    if (record.revoked_at != null) throw new VigilError('unauthorized', 'this API key was revoked');
     return record;
+  }
+
+  /** Revokes the key with this id (`key_…`): every node refuses it once its store holds the change. */
+  async revokeKey(id: string): Promise<KeyRecord> {
+    const record = this.store.listKeys().find((k) => k.id === id);
+    if (record === undefined) throw new VigilError('not_found', `key ${id} not found`);
+    if (record.revoked_at != null) return record;
+    const revoked: KeyRecord = { ...record, revoked_at: this.now().toISOString() };
+    await this.store.putKey(revoked);
+    return revoked;
   }
 
   private async storeKey(key: string, org: string, scopes: readonly Scope[], name: string | null): Promise<CreatedKey> {

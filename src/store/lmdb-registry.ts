@@ -37,6 +37,10 @@ export class LmdbRegistryStore implements RegistryStore {
     await this.env.flushed();
   }
 
+  listKeys(): KeyRecord[] {
+    return [...this.keys.getRange({}).map(({ value }) => value)];
+  }
+
   isEmpty(): boolean {
     return this.orgs.getKeysCount() === 0 && this.keys.getKeysCount() === 0;
   }

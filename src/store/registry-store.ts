@@ -17,6 +17,8 @@ export interface KeyRecord {
   scopes: Scope[];
   name: string | null;
   created_at: string;
+  /** Set once the key is revoked (`vigil keys revoke`): it authenticates nothing from then on. */
+  revoked_at?: string | null;
 }
 
 /**
@@ -31,5 +33,7 @@ export interface RegistryStore {
   listOrgs(): OrgRecord[];
   getKey(hash: string): KeyRecord | undefined;
   putKey(key: KeyRecord): Promise<void>;
+  /** Every key, revoked ones included (the CLI finds a key by id). */
+  listKeys(): KeyRecord[];
   isEmpty(): boolean;
 }

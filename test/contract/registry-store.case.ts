@@ -85,5 +85,29 @@ export function runRegistryStoreContract(name: string, make: () => Promise<Store
       await expect.poll(() => here.planOf('acme').name, SEEN_WITHIN).toBe('scale');
       expect(here.getOrg('acme')?.billing_email).toBe('ap@acme.example');
     }));
+
+    it('serves revocation: a key revoked through one store is refused by a Registry on the other, which had already used it', run(async (h) => {
+      const other = await h.other();
+      const here = new Registry(h.store);
+      const there = new Registry(other);
+      await here.ensureOrg('acme');
+      const created = await here.createKey('acme', ['events:write'], null);
+      const kept = await here.createKey('acme', ['events:write'], null);
+      const authenticates = (registry: Registry, text: string): string => {
+        try {
+          return registry.authenticate(`Bearer ${text}`).id;
+        } catch (error) {
+          return (error as Error).message;
+        }
+      };
+      await expect.poll(() => authenticates(there, created.key), SEEN_WITHIN).toBe(created.id);
+      const revoked = await here.revokeKey(created.id);
+      expect(revoked).toMatchObject({ id: created.id, revoked_at: expect.any(String) });
+      expect(authenticates(here, created.key)).toBe('this API key was revoked');
+      await expect.poll(() => authenticates(there, created.key), SEEN_WITHIN).toBe('this API key was revoked');
+      expect(authenticates(there, kept.key)).toBe(kept.id);
+      expect(other.listKeys().map((k) => [k.id, k.revoked_at ?? null]).sort()).toEqual([[created.id, revoked.revoked_at], [kept.id, null]].sort());
+      await expect(there.revokeKey('key_nope')).rejects.toThrow('key key_nope not found');
+    }));
   });
 }

@@ -109,15 +109,15 @@ run('cluster mode under faults', () => {
   let nats: NatsServers;
   const dirs: string[] = [];
   const procs: ServerProcess[] = [];
-  const env = (node: string): Record<string, string> => ({
+  const env = (node: string, leaseSeconds = LEASE_SECONDS): Record<string, string> => ({
     VIGIL_NATS_URL: nats.urls.join(','),
     VIGIL_NODE_ID: node,
     VIGIL_PARTITIONS: String(PARTITIONS),
-    VIGIL_LEASE_SECONDS: String(LEASE_SECONDS),
+    VIGIL_LEASE_SECONDS: String(leaseSeconds),
   });
-  const node = async (name: string, dir = tempDir('vigil-fault-')): Promise<ServerProcess> => {
+  const node = async (name: string, dir = tempDir('vigil-fault-'), leaseSeconds = LEASE_SECONDS): Promise<ServerProcess> => {
     if (!dirs.includes(dir)) dirs.push(dir);
-    const proc = await spawnServer(dir, env(name));
+    const proc = await spawnServer(dir, env(name, leaseSeconds));
     procs.push(proc);
     return proc;
   };
@@ -171,6 +171,34 @@ run('cluster mode under faults', () => {
     const firstAfter = load.ackTimes.find((t) => t > killedAt + 50) ?? NaN;
     const { rows } = await checkLedger(survivor.url, load);
     console.log(`failover after kill -9 of the owner: ${firstAfter - killedAt} ms to the next acknowledged write (lease ${LEASE_SECONDS} s); ${load.acked.size} acknowledged of ${load.sent} sent, ${rows} rows`);
+    // Takeover comes 5/4 of a lease after the last renewal (~2 lease periods with detection); the
+    // bound leaves room for a busy machine.
+    expect(firstAfter - killedAt).toBeLessThan(3 * LEASE_SECONDS * 1000);
+  }, 90_000);
+
+  it('no owner for a partition (its owner killed, its lease not yet run out): 503 unavailable with Retry-After, nothing written', async () => {
+    // A lease long enough that the partition stays without an owner past the request's deadline (5 s).
+    const lease = 30;
+    const a = await node('a', undefined, lease);
+    const b = await node('b', undefined, lease);
+    await balanced([a, b]);
+    await registerBot(a.url);
+    const owner = (await ownerOf([a, b]))!;
+    const survivor = owner === a ? b : a;
+    const before = parseLines((await get(survivor.url, '/audit/export')).text).length;
+    owner.child.kill('SIGKILL');
+    await owner.exited;
+    const started = Date.now();
+    const res = await fetch(`${survivor.url}/events`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${ADMIN_KEY}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ agent_id: 'bot', event_type: 'output_generated', payload: { marker: -1 }, dti: 0.2 }),
+    });
+    expect(res.status).toBe(503);
+    expect(Number(res.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    expect(((await res.json()) as { error: { code: string } }).error.code).toBe('unavailable');
+    expect(Date.now() - started).toBeGreaterThanOrEqual(4_000); // it waited for an owner until its deadline
+    expect(parseLines((await get(survivor.url, '/audit/export')).text).length).toBe(before);
   }, 90_000);
 
   it('a nats-server killed and restarted mid-publish: nothing acknowledged is lost, no fork', async () => {

@@ -1,7 +1,8 @@
+import { join as joinPath } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { StartError } from '../../src/errors.js';
 import { natsAvailable, startNats, type NatsServers } from '../support/nats.js';
-import { call, parseLines, removeDir, startServer, tempDir, type TestServer } from '../support/server.js';
+import { call, parseLines, removeDir, runCli, startServer, tempDir, type TestServer } from '../support/server.js';
 
 /**
  * Cluster mode end to end (DESIGN §8): two Vigil runtimes with their own data dirs joined through
@@ -108,6 +109,26 @@ run('cluster mode', () => {
     const seen = await call(b.url, 'GET', '/orgs/me', { key: created.body.key });
     expect(seen.body).toMatchObject({ slug: 'acme', key: { id: created.body.id, name: 'runtime', scopes: ['events:write'] } });
     expect((await call(b.url, 'POST', '/events', { key: created.body.key, body: event(999) })).status).toBe(200);
+  }, 30_000);
+
+  it('refuses a key revoked by the CLI on every node, once each has seen the revocation (milliseconds)', async () => {
+    const [a, b] = nodes as [TestServer, TestServer];
+    const created = await call(a.url, 'POST', '/admin/keys', { body: { scopes: ['events:write'], name: 'to revoke' } });
+    await until('node b to know the key', async () => (await call(b.url, 'GET', '/orgs/me', { key: created.body.key })).status === 200, 5_000);
+    const revoked = await runCli(['keys', 'revoke', created.body.id], { VIGIL_NATS_URL: nats.urls.join(','), VIGIL_DATA_DIR: joinPath(dirs[0]!, 'cli-never') });
+    expect(revoked).toMatchObject({ code: 0, stderr: '' });
+    expect(JSON.parse(revoked.stdout)).toMatchObject({ id: created.body.id, org: 'acme', revoked_at: expect.any(String) });
+    const started = Date.now();
+    for (const node of [a, b]) {
+      await until('the node to refuse the revoked key', async () => (await call(node.url, 'GET', '/orgs/me', { key: created.body.key })).status === 401, 5_000);
+      const refused = await call(node.url, 'POST', '/events', { key: created.body.key, body: event(1000) });
+      expect(refused.status).toBe(401);
+      expect(refused.body.error.message).toBe('this API key was revoked');
+    }
+    expect(Date.now() - started).toBeLessThan(5_000);
+    // Another key of the org still works.
+    expect((await call(b.url, 'GET', '/orgs/me')).status).toBe(200);
+    expect(await runCli(['keys', 'revoke', 'key_nope'], { VIGIL_NATS_URL: nats.urls.join(','), VIGIL_DATA_DIR: joinPath(dirs[0]!, 'cli-never') })).toMatchObject({ code: 1, stdout: '', stderr: 'key key_nope not found\n' });
   }, 30_000);
 
   it('rebuilds a deleted replica from the stream on start', async () => {

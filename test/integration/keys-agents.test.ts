@@ -76,6 +76,26 @@ describeModes('keys and agents', (m) => {
       expect(me.body.key.scopes).toEqual(['events:write', 'review']);
     });
 
+    it('the CLI revokes a key against a running server (or the cluster): refused from then on, on every node, and other keys still work', async () => {
+      const created = await call(server.url, 'POST', '/admin/keys', { body: { scopes: ['events:write'], name: 'leaving' } });
+      await server.settle(created.body.key);
+      expect((await call(server.readUrl, 'GET', '/orgs/me', { key: created.body.key })).status).toBe(200);
+      const out = await runCli(['keys', 'revoke', created.body.id], server.cliEnv);
+      expect(out).toMatchObject({ code: 0, stderr: '' });
+      expect(JSON.parse(out.stdout)).toEqual({ id: created.body.id, org: ORG, revoked_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT/) });
+      for (const url of new Set([server.url, server.readUrl])) {
+        // Embedded: at once. Cluster: once the node's KV watch applied it (milliseconds).
+        await expect.poll(async () => (await call(url, 'GET', '/orgs/me', { key: created.body.key })).status, { timeout: 5_000 }).toBe(401);
+        const refused = await call(url, 'POST', '/events', { key: created.body.key, body: { agent_id: 'nobody', event_type: 'output_generated', payload: {} } });
+        expect(refused.status).toBe(401);
+        expect(refused.body.error).toMatchObject({ code: 'unauthorized', message: 'this API key was revoked' });
+        expect((await call(url, 'GET', '/orgs/me')).status).toBe(200);
+      }
+      // Again: nothing changes; an unknown id is refused in one line.
+      expect(await runCli(['keys', 'revoke', created.body.id], server.cliEnv)).toMatchObject({ code: 0 });
+      expect(await runCli(['keys', 'revoke', 'key_nope'], server.cliEnv)).toMatchObject({ code: 1, stdout: '', stderr: 'key key_nope not found\n' });
+    });
+
     it('the CLI refuses unknown scopes and bad slugs', async () => {
       const scopes = await runCli(['keys', 'create', '--org', 'x', '--scopes', 'root'], server.cliEnv);
       expect(scopes.code).not.toBe(0);

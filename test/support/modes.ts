@@ -25,10 +25,9 @@ export interface ModeServers {
   /** Where reads go: `url` in embedded mode; node 2 in cluster mode (the owner of every org). */
   readonly readUrl: string;
   /**
-   * The node whose writer decides the orgs. Webhooks are still kept by each node in cluster mode
-   * (README, Cluster mode: "Not yet cluster-wide"): registered, sent and counted by the node they
-   * were made on, so webhook routes (and statements that count deliveries) go here. `url` in
-   * embedded mode, `readUrl` in cluster mode.
+   * The node whose writer decides the orgs, and so makes and sends their webhook deliveries
+   * (cluster-wide since the VIGIL_WEBHOOKS stream; statements that count deliveries read them
+   * here). `url` in embedded mode, `readUrl` in cluster mode.
    */
   readonly ownerUrl: string;
   /** Every running runtime: one in embedded mode, [node 1, node 2] in cluster mode. */
