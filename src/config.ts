@@ -53,6 +53,7 @@ const envSchema = z.object({
   VIGIL_PUBLIC_RATE_LIMIT: z.coerce.number().int().min(1).default(60),
   VIGIL_KEY_RATE_LIMIT: z.coerce.number().int().min(0).default(0),
   VIGIL_MAX_PENDING: z.coerce.number().int().min(1).default(10_000),
+  VIGIL_STREAM_MAX_FRAMES: z.coerce.number().int().min(1).max(10_000).default(64),
   VIGIL_DURABILITY: z.enum(['sync', 'process']).default('sync'),
   VIGIL_LOG_LEVEL: z.enum(LOG_LEVELS).default('info'),
   VIGIL_CHECKPOINT_SECONDS: z.coerce.number().int().min(1).default(60),
@@ -82,6 +83,8 @@ export interface Config {
   publicRateLimitPerMinute: number;
   /** Requests a second per API key; 0 turns the limit off. */
   keyRateLimitPerSecond: number;
+  /** Frames of one `GET /events/stream` connection taken and not yet answered; past it, `overloaded`. */
+  streamMaxFrames: number;
   maxPendingPerOrg: number;
   durability: 'sync' | 'process';
   logLevel: LogLevel;
@@ -143,6 +146,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     publicRateLimitPerMinute: e.VIGIL_PUBLIC_RATE_LIMIT,
     keyRateLimitPerSecond: e.VIGIL_KEY_RATE_LIMIT,
     maxPendingPerOrg: e.VIGIL_MAX_PENDING,
+    streamMaxFrames: e.VIGIL_STREAM_MAX_FRAMES,
     durability: e.VIGIL_DURABILITY,
     logLevel: e.VIGIL_LOG_LEVEL,
     checkpointSeconds: e.VIGIL_CHECKPOINT_SECONDS,

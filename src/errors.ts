@@ -10,6 +10,8 @@ export const ErrorCode = {
   forbidden: 'forbidden',
   notFound: 'not_found',
   conflict: 'conflict',
+  /** An idempotency key used before with a different request (DESIGN §9). */
+  idempotencyConflict: 'idempotency_conflict',
   /** The record carries personal health information (record-scoring sandbox): refused, never stored. */
   phiRefused: 'phi_refused',
   tooLarge: 'payload_too_large',

@@ -122,6 +122,8 @@ async function start(config: Config, log: Logger, options: RuntimeOptions, lock:
     limits: (org, nowMs) => writerLimits(registry.planOf(org), nowMs),
     // Deliveries are stored before the command that caused them is answered.
     afterAppend: (org, rows) => deliveries.onCommitted(org, rows),
+    // Idempotency keys: the index this node's ledger writes with the rows (cluster: the replica's).
+    findKey: (org, key) => store.ledger.findKey(org, key),
   });
   if (cluster === null) opened.push(() => commands.close());
   const directory = new AgentDirectory();

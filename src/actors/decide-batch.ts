@@ -5,6 +5,7 @@ import { answerOf, bodyJsonOf, exportResult, planExport, planIngest, planRegiste
 import { evolve, type OrgState, type Refusal, type WriterLimits } from '../domain/org-state.js';
 import { planReview } from '../domain/org-reviews.js';
 import type { Policy } from '../domain/policy.js';
+import { digestOfRequest, type KeyedEvent } from '../domain/idempotency.js';
 
 /** A command as the writer queued it. */
 export interface Queued {
@@ -22,6 +23,13 @@ export interface BatchContext {
   policy: Policy;
   policyDigest: string;
   sha256Chain: Sha256Chain | null;
+  /** The org's idempotency keys recorded or decided so far; events decided here are added. */
+  keys: IdempotencyKeys;
+}
+
+export interface IdempotencyKeys {
+  find(key: string): KeyedEvent | undefined;
+  add(key: string, keyed: KeyedEvent): void;
 }
 
 export interface DecidedBatch {
@@ -44,7 +52,9 @@ export const PLANNING_FAILED: OrgReply = { ok: false, code: 'internal', message:
  * the state from the ledger before deciding the commands after it.
  */
 export function decideBatch(state: OrgState, batch: readonly Queued[], at: BatchContext): DecidedBatch {
-  const decided: (OrgReply | { planned: Planned; answer: unknown })[] = [];
+  const decided: (OrgReply | { planned: Planned; answer: unknown; key?: { key: string; digest: string } } | { sameAs: number })[] = [];
+  /** Keys decided in this batch: a second event with one is answered as the first (once durable). */
+  const batchKeys = new Map<string, { at: number; digest: string }>();
   const drafts: RowDraft[] = [];
   let failure: DecidedBatch['failure'] = null;
   for (const { command, abandoned } of batch) {
@@ -54,7 +64,21 @@ export function decideBatch(state: OrgState, batch: readonly Queued[], at: Batch
     }
     let planned: Planned | Refusal;
     let bodyJson: string;
+    let keyed: { key: string; digest: string } | undefined;
     try {
+      if (command.type === 'event.ingest' && command.event.idempotency_key !== undefined) {
+        keyed = { key: command.event.idempotency_key, digest: digestOfRequest(command.event) };
+        const earlier = batchKeys.get(keyed.key);
+        if (earlier !== undefined) {
+          decided.push(earlier.digest === keyed.digest ? { sameAs: earlier.at } : idempotencyConflict(keyed.key));
+          continue;
+        }
+        const before = at.keys.find(keyed.key);
+        if (before !== undefined) {
+          decided.push(before.digest === keyed.digest ? { ok: true, value: before.result } : idempotencyConflict(keyed.key));
+          continue;
+        }
+      }
       planned = plan(state, command, at);
       if ('ok' in planned) {
         decided.push(planned);
@@ -67,18 +91,32 @@ export function decideBatch(state: OrgState, batch: readonly Queued[], at: Batch
       failure = { error };
       break;
     }
-    decided.push({ planned, answer: answerOf(state, planned) });
+    if (keyed !== undefined) batchKeys.set(keyed.key, { at: decided.length, digest: keyed.digest });
+    decided.push({ planned, answer: answerOf(state, planned), ...(keyed === undefined ? {} : { key: keyed }) });
     drafts.push({ kind: planned.kind, recordedAt: at.recordedAt, agentId: planned.agentId, bodyJson, body: planned.body });
   }
   const rows = chainRows(at.head, at.nextSeq, drafts, at.sha256Chain);
   let r = 0;
-  const replies = decided.map((reply): OrgReply => {
-    if ('ok' in reply) return reply;
+  const replies: OrgReply[] = [];
+  for (const reply of decided) {
+    if ('sameAs' in reply) {
+      replies.push(replies[reply.sameAs]!);
+      continue;
+    }
+    if ('ok' in reply) {
+      replies.push(reply);
+      continue;
+    }
     const row = rows[r++]!;
-    const { planned, answer } = reply;
-    return { ok: true, value: planned.kind === 'export' ? exportResult(planned, row) : answer } as OrgReply;
-  });
+    const { planned, answer, key } = reply;
+    if (key !== undefined) at.keys.add(key.key, { seq: row.seq, result: answer as KeyedEvent['result'], digest: key.digest });
+    replies.push({ ok: true, value: planned.kind === 'export' ? exportResult(planned, row) : answer } as OrgReply);
+  }
   return { replies, rows, failure };
+}
+
+function idempotencyConflict(key: string): OrgReply {
+  return { ok: false, code: 'idempotency_conflict', message: `idempotency key ${key} was used before with a different event; nothing was recorded` };
 }
 
 function plan(state: OrgState, command: OrgCommand, at: BatchContext): Planned | Refusal {

@@ -1,4 +1,5 @@
 import type { NotOwner } from '../bus/messages.js';
+import type { KeyedEvent } from '../domain/idempotency.js';
 import type { LedgerRow } from '../domain/ledger.js';
 import type { Sha256Chain } from '../domain/ledger-batch.js';
 import type { WriterLimits } from '../domain/org-state.js';
@@ -39,4 +40,10 @@ export interface OrgActorOptions {
    * started from the log itself on its org's first command.
    */
   fromReplay?: boolean;
+  /**
+   * The event the org recorded with an idempotency key, from this node's store (its index is
+   * written with the rows). Keys the writer decided lately are also held in memory (RecentKeys), so
+   * batches in flight, and in cluster mode rows the local replica has not received yet, are found.
+   */
+  findKey?: (org: string, key: string) => KeyedEvent | undefined;
 }

@@ -6,6 +6,8 @@ import { ensureError } from '../errors.js';
 import { DAMAGED, damagedRefusal, LedgerDamagedError, OrgRecovery, writerSnapshot, type WriterSnapshot } from './org-recovery.js';
 import { decideBatch, PLANNING_FAILED, type Queued } from './decide-batch.js';
 import type { OrgActorOptions } from './org-actor-options.js';
+import { RecentKeys } from '../domain/idempotency.js';
+import type { IdempotencyKeys } from './decide-batch.js';
 
 interface Pending extends Queued {
   resolve: (reply: OrgReply | NotOwner) => void;
@@ -59,6 +61,12 @@ export class OrgLedgerActor {
   private readonly maxInflight: number;
   /** On a log with pipelined appends: the fence an append will return, known before it is made. */
   private readonly foretell: ((rows: readonly LedgerRow[]) => Fence) | undefined;
+  /** Idempotency keys decided lately here (not all in the store yet), then the store's index. */
+  private readonly recentKeys = new RecentKeys();
+  private readonly keys: IdempotencyKeys = {
+    find: (key) => this.recentKeys.get(key) ?? this.options.findKey?.(this.org, key),
+    add: (key, keyed) => this.recentKeys.add(key, keyed),
+  };
 
   private constructor(
     readonly org: string,
@@ -129,6 +137,7 @@ export class OrgLedgerActor {
       policy: this.options.policy,
       policyDigest: this.options.policyDigest,
       sha256Chain: this.options.sha256Chain ?? null,
+      keys: this.keys,
     });
     if (failure !== null) {
       // A command the rules cannot handle is refused alone. It may have changed the state before
@@ -202,6 +211,8 @@ export class OrgLedgerActor {
       // commit, an acknowledgement lost on the way): its rows are in the ledger, and what they
       // cause is stored now, before anything else is decided.
       const landed = await this.recover(this.storedThrough);
+      // Keys of batches that were not written are free again (landed ones are in the store now).
+      this.recentKeys.dropAbove(this.lastSeq);
       if (landed.length > 0) await this.stored(landed);
       this.broken = false;
       this.stale = false;

@@ -1,3 +1,5 @@
 /** Public surface for receivers and agent runtimes. */
 export { WebhookVerificationError, verifyWebhook } from './verify-webhook.js';
 export type { VerifyOptions } from './verify-webhook.js';
+export { VigilClient, VigilClientError } from './vigil-client.js';
+export type { IngestResult, VigilClientOptions, VigilEvent } from './vigil-client.js';

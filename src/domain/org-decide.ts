@@ -90,6 +90,7 @@ export function planIngest(
     requires_human_review: decision.requires_human_review,
     policy_digest: digest,
     observed,
+    ...(event.idempotency_key === undefined ? {} : { idempotency_key: event.idempotency_key }),
   } satisfies EventRecordBody;
   return {
     kind: 'event',

@@ -58,7 +58,7 @@ export interface ExportResult extends ExportRecordBody {
 /** Expected refusals are values, not exceptions. */
 export type Refusal = {
   ok: false;
-  code: 'not_found' | 'conflict' | 'overloaded' | 'unavailable' | 'plan_limit' | 'quota_exceeded' | 'internal' | 'ledger_damaged';
+  code: 'not_found' | 'conflict' | 'idempotency_conflict' | 'overloaded' | 'unavailable' | 'plan_limit' | 'quota_exceeded' | 'internal' | 'ledger_damaged';
   message: string;
   /** For a monthly quota: seconds until the next UTC month. */
   retryAfterSeconds?: number;

@@ -52,6 +52,8 @@ export interface EventRecordBody {
   requires_human_review: boolean;
   policy_digest?: string;
   observed: boolean;
+  /** The client's key for this event (DESIGN §9): a retry with it answers this record's result. */
+  idempotency_key?: string;
 }
 
 /**
@@ -150,7 +152,8 @@ function readEvent(b: Record<string, unknown>): EventRecordBody | null {
     (b.actor === undefined || b.actor === null || typeof b.actor === 'string') &&
     (b.composite_trust === undefined || typeof b.composite_trust === 'number') &&
     (b.reason === undefined || typeof b.reason === 'string') &&
-    (b.policy_digest === undefined || typeof b.policy_digest === 'string');
+    (b.policy_digest === undefined || typeof b.policy_digest === 'string') &&
+    (b.idempotency_key === undefined || typeof b.idempotency_key === 'string');
   if (!ok) return null;
   const body = b as unknown as EventRecordBody;
   // As written, unless a default is needed (then a copy: the parsed body is left as it was).
@@ -233,7 +236,7 @@ function isStrings(v: unknown): v is string[] {
 }
 
 /** An event body as the writer writes it: every field (its enums any string: the encoding does not depend on them). */
-type EventBodyFields = Required<Omit<EventRecordBody, 'event_type' | 'gate_status'>> & { event_type: string; gate_status: string };
+type EventBodyFields = Required<Omit<EventRecordBody, 'event_type' | 'gate_status' | 'idempotency_key'>> & { event_type: string; gate_status: string; idempotency_key?: string };
 
 const str = JSON.stringify;
 const num = (n: number): string => canonicalize(n);
@@ -246,7 +249,9 @@ export function eventBodyJson(b: EventBodyFields, payloadJson = canonicalize(b.p
   return (
     `{"action_id":${num(b.action_id)},"actor":${b.actor === null ? 'null' : str(b.actor)},"bii":${num(b.bii)},` +
     `"composite_trust":${num(b.composite_trust)},"dti":${b.dti === null ? 'null' : num(b.dti)},"event_id":${num(b.event_id)},` +
-    `"event_type":${str(b.event_type)},"gate_status":${str(b.gate_status)},"observed":${b.observed},` +
+    `"event_type":${str(b.event_type)},"gate_status":${str(b.gate_status)},` +
+    (b.idempotency_key === undefined ? '' : `"idempotency_key":${str(b.idempotency_key)},`) +
+    `"observed":${b.observed},` +
     `"payload":${payloadJson},"policy_digest":${str(b.policy_digest)},"reason":${str(b.reason)},` +
     `"requires_human_review":${b.requires_human_review},"source":${str(b.source)}}`
   );

@@ -28,6 +28,9 @@ export const registerAgentBody = z.strictObject({
 });
 export type RegisterAgentBody = z.infer<typeof registerAgentBody>;
 
+/** DESIGN §9: 1-128 of A-Z a-z 0-9 . _ : - (the `Idempotency-Key` header, or `idempotency_key` of an event). */
+export const idempotencyKey = z.string().regex(/^[A-Za-z0-9._:-]{1,128}$/, 'idempotency key is 1-128 characters of A-Z a-z 0-9 . _ : -');
+
 export const ingestEventBody = z.strictObject({
   agent_id: agentId,
   event_type: z.enum(EventType),
@@ -35,6 +38,7 @@ export const ingestEventBody = z.strictObject({
   dti: z.number().min(0).max(1).nullable().default(null),
   source: z.enum(EventSource).default('self'),
   actor: z.string().max(256).nullable().default(null),
+  idempotency_key: idempotencyKey.optional(),
 });
 export type IngestEventBody = z.infer<typeof ingestEventBody>;
 

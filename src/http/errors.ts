@@ -9,6 +9,7 @@ export const STATUS_OF: Record<ErrorCode, number> = {
   forbidden: 403,
   not_found: 404,
   conflict: 409,
+  idempotency_conflict: 409,
   phi_refused: 422,
   payload_too_large: 413,
   unsupported_media_type: 415,

@@ -187,7 +187,8 @@ function run(route: Route, exchange: Exchange, ctx: RouteContext): void {
   }
 }
 
-function authorize(auth: Exclude<Auth, 'none'>, authorization: string, deps: RouterDeps): KeyRecord {
+/** The caller's key for a route needing `auth`: 401 without a valid key, 403 without the scope, 429 past the key's rate. */
+export function authorize(auth: Exclude<Auth, 'none'>, authorization: string, deps: RouterDeps): KeyRecord {
   const key = deps.registry.authenticate(authorization);
   if (auth !== 'key' && !key.scopes.includes(auth)) {
     throw new VigilError('forbidden', `this route needs the ${auth} scope`);

@@ -8,6 +8,7 @@ import { auditRoutes } from './routes/audit.js';
 import { billingRoutes } from './routes/billing.js';
 import { exportRoutes } from './routes/exports.js';
 import { ingestRoutes } from './routes/ingest.js';
+import { mountIngestStream } from './ingest-stream.js';
 import { pageRoutes } from './routes/pages.js';
 import { publicGate, publicRoutes } from './routes/public.js';
 import { recordScoringRoutes } from '../record-scoring/routes.js';
@@ -74,7 +75,9 @@ function mountAll(app: uws.TemplatedApp, deps: AppDeps): Route[] {
   const keyLimiter =
     deps.config.keyRateLimitPerSecond > 0 ? new RateLimiter(deps.config.keyRateLimitPerSecond, 1000) : null;
   const routes = appRoutes(deps);
-  for (const route of routes) mount(app, route, { registry: deps.registry, keyLimiter, now: deps.now, log: deps.log, caughtUp: deps.caughtUp });
+  const routerDeps = { registry: deps.registry, keyLimiter, now: deps.now, log: deps.log, caughtUp: deps.caughtUp };
+  for (const route of routes) mount(app, route, routerDeps);
+  mountIngestStream(app, deps, routerDeps);
   return routes;
 }
 

@@ -1,6 +1,8 @@
 import type { Database } from 'lmdb';
 import * as orderedBinary from 'ordered-binary';
-import type { LedgerRow } from '../domain/ledger.js';
+import { keyedFromRecord, type KeyedEvent } from '../domain/idempotency.js';
+import { rowBody, type LedgerRow } from '../domain/ledger.js';
+import { parseRecord } from '../domain/records.js';
 import type { LedgerReader } from './ledger-reader.js';
 import type { LmdbEnv } from './lmdb-env.js';
 import { decodeRow, encodeRow, type StoredRow } from './row-codec.js';
@@ -21,6 +23,8 @@ export class LmdbLedger implements LedgerReader {
   private ledgerScan!: Database<null, LedgerKey>;
   /** Per org: value and version are the last seq (the append fence). */
   private tails!: Database<number, string>;
+  /** [org, idempotency key] → the seq of the event recorded with it (written with the rows). */
+  private keys!: Database<number, [string, string]>;
 
   /** The data dir this ledger lives in (replay and verification workers open it read-only). */
   readonly dir: string;
@@ -41,6 +45,7 @@ export class LmdbLedger implements LedgerReader {
         encoder: { encode: () => { throw new Error('the row reader is read-only'); }, decode: (bytes: Uint8Array, size: number) => decodeRow(0, bytes, size) },
       } as never);
       this.tails = root.openDB<number, string>({ name: 'tails', useVersions: true });
+      this.keys = root.openDB<number, [string, string]>({ name: 'idempotency' });
     });
     if (!env.readOnly) this.repairTails();
   }
@@ -68,6 +73,8 @@ export class LmdbLedger implements LedgerReader {
     const commit = this.tails.ifVersion(org, fence, () => {
       for (const r of rows) {
         void this.ledger.put([org, r.seq], encodeRow(r));
+        const key = idempotencyKeyOf(r);
+        if (key !== undefined) void this.keys.put([org, key], r.seq);
       }
       void this.tails.put(org, last.seq, last.seq);
     }) as Promise<boolean> & { flushed?: PromiseLike<unknown> };
@@ -75,6 +82,15 @@ export class LmdbLedger implements LedgerReader {
     if (!(await storeWrite(commit))) return false;
     if (this.env.durability === 'sync') await storeWrite(flushed ?? this.env.flushed());
     return true;
+  }
+
+  /** The event the org recorded with `key`, as a retry with it is answered. */
+  findKey(org: string, key: string): KeyedEvent | undefined {
+    const seq = this.keys.get([org, key]);
+    if (seq === undefined) return undefined;
+    const row = this.get(org, seq);
+    const record = row === undefined ? null : parseRecord(row);
+    return record?.kind === 'event' ? keyedFromRecord(seq, record.agentId, record.body) : undefined;
   }
 
   last(org: string): LedgerRow | undefined {
@@ -125,6 +141,13 @@ export class LmdbLedger implements LedgerReader {
       after = found;
     }
   }
+}
+
+/** An event row's idempotency key; rows without one (nearly all) are told apart without a parse. */
+function idempotencyKeyOf(row: LedgerRow): string | undefined {
+  if (row.kind !== 'event' || !row.bodyJson.includes('"idempotency_key":')) return undefined;
+  const key = rowBody(row).idempotency_key;
+  return typeof key === 'string' ? key : undefined;
 }
 
 /** The visitor of the scan in progress: lmdb calls the scan handle's decoder once per value. */

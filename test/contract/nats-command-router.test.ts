@@ -41,10 +41,19 @@ if (natsAvailable('NatsCommandRouter contract')) {
       const back = await connect({ servers: [urls[urls.length - 1]!] });
       const requester = NatsCommandRouter.open(front, { prefix, log: silentLogger() });
       const owner = NatsCommandRouter.open(back, { prefix, log: silentLogger() });
+      // Requests made after a serve go once its subscription has crossed the cluster's routes (as
+      // in a running cluster, where nodes serve long before): a command published before that
+      // meets no interest and is routed again, possibly after later ones (README: the order
+      // weakens only while an owner appears). Requests keep their order through the wait.
+      let ready: Promise<unknown> = Promise.resolve();
       const router: CommandRouter = {
         capabilities: requester.capabilities,
-        serve: (handler, options) => owner.serve(handler, options),
-        request: (command, options) => requester.request(command, options),
+        serve: (handler, options) => {
+          const serving = owner.serve(handler, options);
+          ready = back.flush().then(() => new Promise((resolve) => setTimeout(resolve, 250)));
+          return serving;
+        },
+        request: (command, options) => ready.then(() => requester.request(command, options)),
         async close() {
           await requester.close();
           await owner.close();

@@ -84,6 +84,7 @@ export const ROUTE_CASES: Readonly<Record<string, RouteCase>> = {
   'GET /agents/:agent_id': { auth: 'key', names: true, request: (ids) => ({ params: { agent_id: ids.agent } }) },
   'PATCH /admin/agents/:agent_id': { auth: 'admin', names: true, request: (ids) => ({ params: { agent_id: ids.publicAgent }, body: { public: true } }) },
   'POST /events': { auth: 'events:write', names: true, freeform: ['payload'], request: ingest },
+  'POST /events/batch': { auth: 'events:write', freeform: ['events'], request: (ids) => ({ body: { events: [ingest(ids).body] } }) },
   'GET /audit/export': { auth: 'key', request: (ids) => ({ query: { since_seq: '0', until_seq: String(ids.ledgerLength) } }) },
   'GET /audit/:agent_id/verify': { auth: 'key', names: true, request: (ids) => ({ params: { agent_id: ids.agent } }) },
   'GET /webhooks': { auth: 'admin', request: none },

@@ -75,8 +75,13 @@ describe('eventBodyJson', () => {
           requires_human_review: fc.boolean(),
           policy_digest: fc.string(),
           observed: fc.boolean(),
+          idempotency_key: fc.option(fc.stringMatching(/^[A-Za-z0-9._:-]{1,128}$/), { nil: undefined }),
         }),
-        (body) => eventBodyJson(body) === canonicalize(body),
+        (raw) => {
+          const { idempotency_key, ...rest } = raw;
+          const body = idempotency_key === undefined ? rest : { ...rest, idempotency_key };
+          return eventBodyJson(body) === canonicalize(body);
+        },
       ),
       { numRuns: 500 },
     );

@@ -1,0 +1,265 @@
+import { randomBytes } from 'node:crypto';
+import { pack, unpack } from 'msgpackr';
+import WebSocket from 'ws';
+import type { z } from 'zod';
+import type { IngestResult } from '../domain/org-state.js';
+import type { ingestEventBody } from '../domain/schemas.js';
+
+/** An event as a runtime sends it (the `POST /events/` body; defaults filled by the server). */
+export type VigilEvent = z.input<typeof ingestEventBody>;
+export type { IngestResult };
+
+export interface VigilClientOptions {
+  /** The server's base URL, `http://host:port` (the stream is at `ws://host:port/events/stream`). */
+  url: string;
+  /** An API key with events:write. */
+  key: string;
+  /** `auto` (default): the stream, falling back to `POST /events/batch` where it cannot upgrade. */
+  transport?: 'auto' | 'websocket' | 'http';
+  /** Stream frames as `json` (default) or `msgpack`. */
+  encoding?: 'json' | 'msgpack';
+  /** Events per frame (1–1000, default 500). */
+  maxBatch?: number;
+  /** How long an event may wait for others to share its frame (ms, default 5). */
+  lingerMs?: number;
+  /** Frames sent and not yet answered (default 16; the server refuses past its own limit, 64). */
+  maxInFlight?: number;
+  /** Reconnect backoff: first wait and cap (ms; default 100 and 5000, doubling, with jitter). */
+  backoff?: { initialMs?: number; maxMs?: number };
+  /** Prefix of the idempotency keys given to events without one (default: random per client). */
+  keyPrefix?: string;
+}
+
+/** An event the server refused (its `{error}` result), or the client closed before it was answered. */
+export class VigilClientError extends Error {
+  override name = 'VigilClientError';
+  constructor(
+    readonly code: string,
+    message: string,
+    readonly details?: unknown,
+  ) {
+    super(message);
+  }
+}
+
+interface Waiting {
+  event: VigilEvent & { idempotency_key: string };
+  resolve: (result: IngestResult) => void;
+  reject: (error: Error) => void;
+}
+
+interface Frame {
+  id: number;
+  entries: Waiting[];
+}
+
+type Outcome = IngestResult | { error: { code: string; message: string; details?: unknown } };
+type ServerAnswer = { id?: unknown; results?: Outcome[]; error?: { code: string; message: string; details?: unknown } };
+
+/** A refusal of the whole request or frame that a retry with the same keys may get past. */
+const RETRIED = new Set(['overloaded', 'unavailable', 'rate_limited']);
+
+/**
+ * A client for agent runtimes (DESIGN §9). `ingest(event)` resolves with that event's gate decision
+ * once it is durable. Events are batched into frames by size and time and streamed over one
+ * WebSocket; every event is given an idempotency key if it has none, so a frame sent again after a
+ * reconnect (every frame not answered is) or an `overloaded` answer is recorded once. Where the
+ * stream cannot be opened (a proxy without WebSocket, an older server), frames go as
+ * `POST /events/batch` requests instead. Exactly once holds within the server's idempotency window,
+ * which is the ledger's life (README, Idempotency keys). `close()` sends what is queued and waits
+ * for every answer.
+ */
+export class VigilClient {
+  private readonly opts: Required<Omit<VigilClientOptions, 'backoff'>> & { backoff: { initialMs: number; maxMs: number } };
+  private queue: Waiting[] = [];
+  /** Frames sent (or to send again) and not answered, by id, in order. */
+  private readonly unanswered = new Map<number, Frame>();
+  private nextFrame = 1;
+  private nextKey = 0;
+  private timer: NodeJS.Timeout | null = null;
+  private ws: WebSocket | null = null;
+  private connecting: Promise<void> | null = null;
+  private useHttp: boolean;
+  private failures = 0;
+  private closed = false;
+  private idle: (() => void)[] = [];
+
+  constructor(options: VigilClientOptions) {
+    const maxBatch = options.maxBatch ?? 500;
+    if (!Number.isInteger(maxBatch) || maxBatch < 1 || maxBatch > 1000) throw new RangeError('maxBatch is 1–1000');
+    this.opts = {
+      url: options.url.replace(/\/+$/, ''),
+      key: options.key,
+      transport: options.transport ?? 'auto',
+      encoding: options.encoding ?? 'json',
+      maxBatch,
+      lingerMs: options.lingerMs ?? 5,
+      maxInFlight: options.maxInFlight ?? 16,
+      backoff: { initialMs: options.backoff?.initialMs ?? 100, maxMs: options.backoff?.maxMs ?? 5000 },
+      keyPrefix: options.keyPrefix ?? `c-${randomBytes(6).toString('hex')}`,
+    };
+    this.useHttp = this.opts.transport === 'http';
+  }
+
+  /** Sends one event; resolves with its result once durable, rejects with VigilClientError if refused. */
+  ingest(event: VigilEvent): Promise<IngestResult> {
+    if (this.closed) return Promise.reject(new VigilClientError('closed', 'the client is closed'));
+    const keyed = { ...event, idempotency_key: event.idempotency_key ?? `${this.opts.keyPrefix}-${++this.nextKey}` };
+    return new Promise((resolve, reject) => {
+      this.queue.push({ event: keyed, resolve, reject });
+      if (this.queue.length >= this.opts.maxBatch) this.pump();
+      else this.timer ??= setTimeout(() => this.pump(), this.opts.lingerMs);
+    });
+  }
+
+  /** Resolves once every event given so far is answered. */
+  flush(): Promise<void> {
+    this.pump();
+    if (this.queue.length === 0 && this.unanswered.size === 0) return Promise.resolve();
+    return new Promise((resolve) => this.idle.push(resolve));
+  }
+
+  /** Sends what is queued, waits for every answer, then closes the connection. */
+  async close(): Promise<void> {
+    await this.flush();
+    this.closed = true;
+    if (this.timer !== null) clearTimeout(this.timer);
+    this.ws?.close();
+    this.ws = null;
+  }
+
+  /** Cuts frames from the queue and sends them, within the in-flight limit. */
+  private pump(): void {
+    if (this.timer !== null) {
+      clearTimeout(this.timer);
+      this.timer = null;
+    }
+    while (this.queue.length > 0 && this.unanswered.size < this.opts.maxInFlight) {
+      const frame: Frame = { id: this.nextFrame++, entries: this.queue.splice(0, this.opts.maxBatch) };
+      this.unanswered.set(frame.id, frame);
+      this.send(frame);
+    }
+    if (this.queue.length > 0 && this.unanswered.size < this.opts.maxInFlight) this.timer ??= setTimeout(() => this.pump(), this.opts.lingerMs);
+    this.settleIdle();
+  }
+
+  private send(frame: Frame): void {
+    if (this.useHttp) {
+      void this.post(frame);
+      return;
+    }
+    if (this.ws?.readyState === WebSocket.OPEN) {
+      const body = { id: frame.id, events: frame.entries.map((e) => e.event) };
+      this.ws.send(this.opts.encoding === 'msgpack' ? pack(body) : JSON.stringify(body), { binary: this.opts.encoding === 'msgpack' });
+      return;
+    }
+    void this.connect(); // every unanswered frame is sent once the socket opens
+  }
+
+  private connect(): Promise<void> {
+    if (this.connecting !== null || this.closed) return this.connecting ?? Promise.resolve();
+    const protocol = this.opts.encoding === 'msgpack' ? 'vigil.v1+msgpack' : 'vigil.v1+json';
+    const ws = new WebSocket(`${this.opts.url.replace(/^http/, 'ws')}/events/stream`, [protocol], { headers: { authorization: `Bearer ${this.opts.key}` } });
+    this.connecting = new Promise<void>((resolve) => {
+      const done = (): void => {
+        this.connecting = null;
+        resolve();
+      };
+      ws.once('open', () => {
+        this.ws = ws;
+        this.failures = 0;
+        done();
+        for (const frame of this.unanswered.values()) this.send(frame);
+      });
+      ws.once('unexpected-response', (_req, res) => {
+        const status = res.statusCode ?? 0;
+        res.resume();
+        done();
+        ws.terminate();
+        if (status === 401 || status === 403) return this.failAll(new VigilClientError(status === 401 ? 'unauthorized' : 'forbidden', `the server refused the key (${status})`));
+        if (this.opts.transport === 'auto' && status !== 503 && status !== 429) {
+          this.useHttp = true; // the stream is not there: batches over HTTP from now on
+          for (const frame of this.unanswered.values()) this.send(frame);
+          return;
+        }
+        this.retryLater();
+      });
+      ws.on('message', (data: Buffer, isBinary: boolean) => this.answered((isBinary ? unpack(data) : JSON.parse(data.toString('utf8'))) as ServerAnswer));
+      ws.once('close', () => {
+        if (this.ws === ws) this.ws = null;
+        done();
+        if (!this.closed && this.unanswered.size > 0) this.retryLater();
+      });
+      ws.on('error', () => undefined); // followed by close
+    });
+    return this.connecting;
+  }
+
+  private retryLater(): void {
+    if (this.closed) return;
+    const { initialMs, maxMs } = this.opts.backoff;
+    const wait = Math.min(maxMs, initialMs * 2 ** this.failures++) * (0.5 + Math.random() / 2);
+    setTimeout(() => {
+      if (this.useHttp) for (const frame of this.unanswered.values()) this.send(frame);
+      else void this.connect();
+    }, wait).unref();
+  }
+
+  private answered(message: ServerAnswer): void {
+    const frame = typeof message.id === 'number' ? this.unanswered.get(message.id) : undefined;
+    if (frame === undefined) return;
+    if (message.results !== undefined) return this.settle(frame, message.results);
+    const error = message.error ?? { code: 'internal', message: 'an answer without results' };
+    if (RETRIED.has(error.code)) {
+      // Sent again after a pause, with the same keys: nothing is recorded twice.
+      setTimeout(() => this.send(frame), this.opts.backoff.initialMs).unref();
+      return;
+    }
+    this.unanswered.delete(frame.id);
+    for (const entry of frame.entries) entry.reject(new VigilClientError(error.code, error.message, error.details));
+    this.pump();
+  }
+
+  private settle(frame: Frame, results: readonly Outcome[]): void {
+    this.unanswered.delete(frame.id);
+    frame.entries.forEach((entry, i) => {
+      const outcome = results[i];
+      if (outcome === undefined) entry.reject(new VigilClientError('internal', 'no result for this event'));
+      else if ('error' in outcome) entry.reject(new VigilClientError(outcome.error.code, outcome.error.message, outcome.error.details));
+      else entry.resolve(outcome);
+    });
+    this.pump();
+  }
+
+  private async post(frame: Frame): Promise<void> {
+    let res: Response;
+    try {
+      res = await fetch(`${this.opts.url}/events/batch`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${this.opts.key}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ events: frame.entries.map((e) => e.event) }),
+      });
+    } catch {
+      return this.retryLater(); // the server is unreachable: the same frame again, later
+    }
+    const body = (await res.json().catch(() => null)) as { results?: Outcome[]; error?: { code: string; message: string } } | null;
+    if (res.ok && body?.results !== undefined) {
+      this.failures = 0;
+      return this.settle(frame, body.results);
+    }
+    const error = body?.error ?? { code: 'internal', message: `HTTP ${res.status}` };
+    if (RETRIED.has(error.code) || res.status >= 500) return this.retryLater();
+    this.answered({ id: frame.id, error });
+  }
+
+  private failAll(error: VigilClientError): void {
+    for (const frame of this.unanswered.values()) for (const entry of frame.entries) entry.reject(error);
+    this.unanswered.clear();
+    for (const entry of this.queue.splice(0)) entry.reject(error);
+    this.settleIdle();
+  }
+
+  private settleIdle(): void {
+    if (this.queue.length === 0 && this.unanswered.size === 0) for (const resolve of this.idle.splice(0)) resolve();
+  }
+}

@@ -1,0 +1,74 @@
+import { createHash } from 'node:crypto';
+import { canonicalize } from './jcs.js';
+import type { IngestResult } from './org-state.js';
+import type { EventRecordBody } from './records.js';
+import type { IngestEventBody } from './schemas.js';
+
+/**
+ * Idempotency keys (DESIGN §9). An event sent with a key is recorded with it (`idempotency_key` in
+ * its ledger record), so the key survives restarts and failover with the ledger itself. A later
+ * event of the org with the same key records nothing: it is answered the first one's result, or
+ * 409 `idempotency_conflict` if it asks for something else.
+ */
+
+/** What a key recorded answers: the first event's result, and a digest of what it asked. */
+export interface KeyedEvent {
+  seq: number;
+  result: IngestResult;
+  digest: string;
+}
+
+/**
+ * A digest of what an event asks (agent, type, payload, dti, source, actor): two requests with one
+ * key are the same request if their digests are equal. `payloadJson` is the payload's JCS text.
+ */
+export function requestDigest(agentId: string, e: Pick<EventRecordBody, 'event_type' | 'dti' | 'source' | 'actor'>, payloadJson: string): string {
+  const text = JSON.stringify([agentId, e.event_type, e.dti ?? null, e.source ?? 'self', e.actor ?? null]) + payloadJson;
+  return createHash('sha256').update(text).digest('base64url');
+}
+
+export function digestOfRequest(event: IngestEventBody): string {
+  return requestDigest(event.agent_id, event, canonicalize(event.payload));
+}
+
+/** What a recorded event with a key answers, from its ledger record. */
+export function keyedFromRecord(seq: number, agentId: string, body: EventRecordBody): KeyedEvent {
+  return {
+    seq,
+    digest: requestDigest(agentId, body, canonicalize(body.payload)),
+    result: {
+      event_id: body.event_id,
+      action_id: body.action_id,
+      gate_status: body.gate_status,
+      bii: body.bii,
+      composite_trust: body.composite_trust ?? body.bii,
+      reason: body.reason ?? '',
+      requires_human_review: body.requires_human_review,
+    },
+  };
+}
+
+/**
+ * The keys an org's writer decided lately, newest last, at most `limit`: what its store cannot
+ * answer yet (batches in flight; in cluster mode, rows the local replica has not received yet).
+ */
+export class RecentKeys {
+  private readonly keys = new Map<string, KeyedEvent>();
+
+  constructor(private readonly limit = 10_000) {}
+
+  get(key: string): KeyedEvent | undefined {
+    return this.keys.get(key);
+  }
+
+  add(key: string, keyed: KeyedEvent): void {
+    this.keys.delete(key);
+    this.keys.set(key, keyed);
+    if (this.keys.size > this.limit) this.keys.delete(this.keys.keys().next().value!);
+  }
+
+  /** Forgets keys of rows past `seq`: their batch was not written (the writer rebuilt from the ledger). */
+  dropAbove(seq: number): void {
+    for (const [key, keyed] of this.keys) if (keyed.seq > seq) this.keys.delete(key);
+  }
+}

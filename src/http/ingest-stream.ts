@@ -1,0 +1,164 @@
+import { pack, unpack } from 'msgpackr';
+import type uws from 'uWebSockets.js';
+import { z } from 'zod';
+import { VigilError } from '../errors.js';
+import type { AppDeps } from './deps.js';
+import { errorResponse } from './errors.js';
+import { statusLine } from './exchange.js';
+import { authorize, type RouterDeps } from './router.js';
+import { ingestEvents, MAX_BATCH_EVENTS, type EventOutcome } from './routes/ingest.js';
+
+/** The stream's subprotocols (DESIGN §9): text frames of JSON (the default), or binary frames of msgpack. */
+export const STREAM_PROTOCOLS = ['vigil.v1+json', 'vigil.v1+msgpack'] as const;
+export type StreamProtocol = (typeof STREAM_PROTOCOLS)[number];
+
+export const STREAM_PATH = '/events/stream';
+
+/** The largest frame taken; a larger one is answered `overloaded` (the socket's hard cap is 16 MiB). */
+export const MAX_FRAME_BYTES = 1024 * 1024;
+const MAX_MESSAGE_BYTES = 16 * 1024 * 1024;
+/** Answers are held (not sent) while the socket buffers more than this for a slow reader. */
+const HIGH_WATER_BYTES = 1024 * 1024;
+/** Seconds without traffic before uWebSockets.js pings; a peer that does not answer is closed. */
+export const IDLE_TIMEOUT_SECONDS = 120;
+
+const frameSchema = z.strictObject({
+  id: z.union([z.string().max(256), z.number().int()]),
+  events: z.array(z.unknown()).min(1, 'send at least one event').max(MAX_BATCH_EVENTS, `at most ${MAX_BATCH_EVENTS} events`),
+});
+
+type FrameId = string | number | null;
+type ServerFrame = { id: FrameId; results: EventOutcome[] } | { id: FrameId; error: { code: string; message: string; details?: unknown } };
+
+/** What one connection keeps: its org, its protocol, and its answers in the order frames came. */
+interface StreamConn {
+  org: string;
+  binary: boolean;
+  /** Frames taken, each answered in turn once its frame (and every earlier one) is ready. */
+  answers: { frame: ServerFrame | null; counts: boolean }[];
+  inFlight: number;
+  /** Set when the socket closes: the writer refuses this connection's undecided events. */
+  gone: { aborted: boolean };
+}
+
+/**
+ * `GET /events/stream` (DESIGN §9): a WebSocket on which a runtime sends `{id, events}` frames and
+ * gets `{id, results}` back, in the order sent, once the frame's events are durable. Auth is on the
+ * upgrade request (401/403 as HTTP, no upgrade). A bad frame is answered with an error frame and
+ * the connection stays open. Events of every connection go to the org writers as the batch route
+ * sends them, so frames arriving in one event-loop turn, from any socket, share group commits.
+ */
+export function mountIngestStream(app: uws.TemplatedApp, deps: AppDeps, routerDeps: RouterDeps): void {
+  app.ws<StreamConn>(STREAM_PATH, {
+    maxPayloadLength: MAX_MESSAGE_BYTES,
+    idleTimeout: IDLE_TIMEOUT_SECONDS,
+    sendPingsAutomatically: true,
+    maxBackpressure: 64 * 1024 * 1024,
+    upgrade: (res, req, context) => {
+      const authorization = req.getHeader('authorization');
+      const key = req.getHeader('sec-websocket-key');
+      const offered = req.getHeader('sec-websocket-protocol');
+      const extensions = req.getHeader('sec-websocket-extensions');
+      let org: string;
+      let protocol: StreamProtocol | '';
+      try {
+        org = authorize('events:write', authorization, routerDeps).org;
+        protocol = chooseProtocol(offered);
+      } catch (error) {
+        const { status, body, headers } = errorResponse(error, deps.log);
+        res.cork(() => {
+          res.writeStatus(statusLine(status)).writeHeader('content-type', 'application/json');
+          for (const name in headers) res.writeHeader(name, headers[name]!);
+          res.end(body);
+        });
+        return;
+      }
+      const conn: StreamConn = { org, binary: protocol === 'vigil.v1+msgpack', answers: [], inFlight: 0, gone: { aborted: false } };
+      res.cork(() => res.upgrade(conn, key, protocol, extensions, context));
+    },
+    message: (ws, message, isBinary) => {
+      const conn = ws.getUserData();
+      // The message buffer is valid only during this call.
+      const bytes = Buffer.from(message.slice(0));
+      take(ws, conn, bytes, isBinary, deps);
+    },
+    drain: (ws) => flush(ws, ws.getUserData()),
+    close: (ws) => {
+      ws.getUserData().gone.aborted = true;
+    },
+  });
+}
+
+/** The first protocol offered that the stream speaks; none offered: JSON. Offered but none known: 400. */
+function chooseProtocol(offered: string): StreamProtocol | '' {
+  if (offered.trim() === '') return '';
+  const names = offered.split(',').map((p) => p.trim());
+  const known = names.find((p): p is StreamProtocol => (STREAM_PROTOCOLS as readonly string[]).includes(p));
+  if (known === undefined) throw new VigilError('bad_request', `no subprotocol of ${offered} is spoken here; use ${STREAM_PROTOCOLS.join(' or ')}`);
+  return known;
+}
+
+function take(ws: uws.WebSocket<StreamConn>, conn: StreamConn, bytes: Buffer, isBinary: boolean, deps: AppDeps): void {
+  let raw: unknown;
+  try {
+    raw = isBinary !== conn.binary ? undefined : conn.binary ? unpack(bytes) : JSON.parse(bytes.toString('utf8'));
+  } catch {
+    raw = undefined;
+  }
+  const id = frameIdOf(raw);
+  if (raw === undefined) {
+    const expected = conn.binary ? 'binary frames of msgpack (vigil.v1+msgpack)' : 'text frames of JSON (vigil.v1+json)';
+    return answerNow(ws, conn, { id: null, error: { code: 'bad_request', message: `a frame must be one ${expected}` } });
+  }
+  if (bytes.length > MAX_FRAME_BYTES) {
+    return answerNow(ws, conn, { id, error: { code: 'overloaded', message: `a frame carries at most ${MAX_FRAME_BYTES} bytes; split it` } });
+  }
+  const parsed = frameSchema.safeParse(raw);
+  if (!parsed.success) {
+    const details = parsed.error.issues.map((issue) => ({ path: issue.path.map(String).join('.') || 'frame', message: issue.message }));
+    return answerNow(ws, conn, { id, error: { code: 'validation_failed', message: `invalid frame: ${details.map((d) => d.path).join(', ')}`, details } });
+  }
+  const limit = deps.config.streamMaxFrames;
+  if (conn.inFlight >= limit) {
+    return answerNow(ws, conn, { id, error: { code: 'overloaded', message: `at most ${limit} frames of a connection wait for their answers; send this one again later` } });
+  }
+  const slot: StreamConn['answers'][number] = { frame: null, counts: true };
+  conn.answers.push(slot);
+  conn.inFlight++;
+  ingestEvents(deps, conn.org, parsed.data.events, conn.gone).then(
+    (results) => {
+      slot.frame = { id: parsed.data.id, results };
+      flush(ws, conn);
+    },
+    (error: unknown) => {
+      const { body } = errorResponse(error, deps.log);
+      slot.frame = { id: parsed.data.id, ...(JSON.parse(body) as { error: { code: string; message: string } }) };
+      flush(ws, conn);
+    },
+  );
+}
+
+function frameIdOf(raw: unknown): FrameId {
+  if (typeof raw !== 'object' || raw === null) return null;
+  const id = (raw as { id?: unknown }).id;
+  return typeof id === 'string' || (typeof id === 'number' && Number.isInteger(id)) ? id : null;
+}
+
+/** An answer that needs no writer, sent in its turn after the answers of earlier frames. */
+function answerNow(ws: uws.WebSocket<StreamConn>, conn: StreamConn, frame: ServerFrame): void {
+  conn.answers.push({ frame, counts: false });
+  flush(ws, conn);
+}
+
+/** Sends the answers that are ready, in order, while the socket is not backed up (else on `drain`). */
+function flush(ws: uws.WebSocket<StreamConn>, conn: StreamConn): void {
+  if (conn.gone.aborted) return;
+  ws.cork(() => {
+    while (conn.answers.length > 0 && conn.answers[0]!.frame !== null) {
+      if (ws.getBufferedAmount() > HIGH_WATER_BYTES) return;
+      const { frame, counts } = conn.answers.shift()!;
+      if (counts) conn.inFlight--;
+      ws.send(conn.binary ? pack(frame) : JSON.stringify(frame), conn.binary);
+    }
+  });
+}

@@ -1,0 +1,202 @@
+import { pack, unpack } from 'msgpackr';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import WebSocket from 'ws';
+import { describeModes, type ModeServers } from '../support/modes.js';
+import { ADMIN_KEY, call } from '../support/server.js';
+
+/** `GET /events/stream` (DESIGN §9) over a real WebSocket, in both modes. */
+
+interface Client {
+  ws: WebSocket;
+  /** Every frame the server sent, decoded. */
+  frames: any[];
+  /** Resolves with the next `n` frames (from those not yet taken). */
+  next(n?: number): Promise<any[]>;
+  send(frame: unknown): void;
+  close(): Promise<void>;
+}
+
+function open(url: string, options: { key?: string | null; protocol?: string } = {}): Promise<Client> {
+  const headers: Record<string, string> = {};
+  const key = options.key === undefined ? ADMIN_KEY : options.key;
+  if (key !== null) headers.authorization = `Bearer ${key}`;
+  const ws = new WebSocket(url.replace(/^http/, 'ws') + '/events/stream', options.protocol === undefined ? [] : [options.protocol], { headers });
+  const binary = options.protocol === 'vigil.v1+msgpack';
+  const frames: any[] = [];
+  let taken = 0;
+  let wake: (() => void) | null = null;
+  ws.on('message', (data: Buffer, isBinary: boolean) => {
+    frames.push(isBinary ? unpack(data) : JSON.parse(data.toString('utf8')));
+    wake?.();
+  });
+  const client: Client = {
+    ws,
+    frames,
+    async next(n = 1) {
+      const deadline = Date.now() + 10_000;
+      while (frames.length < taken + n) {
+        if (Date.now() > deadline) throw new Error(`timed out waiting for ${n} frame(s); have ${frames.length - taken}`);
+        await new Promise<void>((resolve) => {
+          wake = resolve;
+          setTimeout(resolve, 100);
+        });
+      }
+      taken += n;
+      return frames.slice(taken - n, taken);
+    },
+    send(frame) {
+      ws.send(binary ? pack(frame) : JSON.stringify(frame), { binary });
+    },
+    close() {
+      return new Promise((resolve) => {
+        if (ws.readyState === WebSocket.CLOSED) return resolve();
+        ws.once('close', () => resolve());
+        ws.close();
+      });
+    },
+  };
+  return new Promise((resolve, reject) => {
+    ws.once('open', () => resolve(client));
+    ws.once('unexpected-response', (_req, res) => {
+      let body = '';
+      res.on('data', (c: Buffer) => (body += c.toString()));
+      res.on('end', () => reject(Object.assign(new Error(`upgrade refused: ${res.statusCode}`), { status: res.statusCode, body })));
+    });
+    ws.once('error', reject);
+  });
+}
+
+describeModes('ingest stream', (m) => {
+  let server: ModeServers;
+  const clients: Client[] = [];
+  const connect = async (options: Parameters<typeof open>[1] = {}): Promise<Client> => {
+    const c = await open(server.url, options);
+    clients.push(c);
+    return c;
+  };
+
+  beforeAll(async () => {
+    server = await m.start();
+    await call(server.url, 'POST', '/agents/', { body: { agent_id: 'agent-s', name: 'S' } });
+  });
+  afterAll(async () => {
+    for (const c of clients) await c.close();
+    await server.close();
+  });
+
+  const event = (over: Record<string, unknown> = {}) => ({ agent_id: 'agent-s', event_type: 'output_generated', payload: { content_length: 1 }, ...over });
+  async function rowCount(): Promise<number> {
+    return (await call(server.readUrl, 'GET', '/audit/export')).text.split('\n').filter(Boolean).length;
+  }
+
+  it('answers each frame with {id, results} in the order sent, once durable; results as the batch route', async () => {
+    const before = await rowCount();
+    const c = await connect();
+    expect(c.ws.protocol).toBe('');
+    for (let i = 0; i < 20; i++) c.send({ id: i, events: [event({ payload: { i, j: 0 } }), event({ payload: { i, j: 1 } })] });
+    const answers = await c.next(20);
+    expect(answers.map((a) => a.id)).toEqual(Array.from({ length: 20 }, (_, i) => i));
+    for (const a of answers) {
+      expect(a.results).toHaveLength(2);
+      expect(Object.keys(a.results[0]).sort()).toEqual(['action_id', 'bii', 'composite_trust', 'event_id', 'gate_status', 'reason', 'requires_human_review']);
+    }
+    const ids = answers.flatMap((a) => a.results.map((r: { event_id: number }) => r.event_id));
+    expect(ids).toEqual([...ids].sort((a, b) => a - b));
+    expect(await rowCount()).toBe(before + 40);
+  });
+
+  it('speaks msgpack in binary frames under vigil.v1+msgpack, with string ids', async () => {
+    const c = await connect({ protocol: 'vigil.v1+msgpack' });
+    expect(c.ws.protocol).toBe('vigil.v1+msgpack');
+    c.send({ id: 'a-1', events: [event(), { nope: true }] });
+    const [answer] = await c.next();
+    expect(answer.id).toBe('a-1');
+    expect(answer.results[0].event_id).toEqual(expect.any(Number));
+    expect(answer.results[1].error.code).toBe('validation_failed');
+  });
+
+  it('answers a bad frame with an error frame and keeps the connection open', async () => {
+    const c = await connect();
+    c.ws.send('not json');
+    c.send({ id: 7, events: [] });
+    c.send({ id: 8, events: [event()], extra: 1 });
+    c.send({ events: [event()] });
+    c.ws.send(pack({ id: 9, events: [event()] }), { binary: true }); // binary on a JSON stream
+    c.send({ id: 10, events: [event()] });
+    const [garbage, empty, extra, noId, binary, ok] = await c.next(6);
+    expect(garbage).toMatchObject({ id: null, error: { code: 'bad_request' } });
+    expect(empty).toMatchObject({ id: 7, error: { code: 'validation_failed' } });
+    expect(extra).toMatchObject({ id: 8, error: { code: 'validation_failed' } });
+    expect(noId).toMatchObject({ id: null, error: { code: 'validation_failed' } });
+    expect(binary).toMatchObject({ id: null, error: { code: 'bad_request' } });
+    expect(ok.id).toBe(10);
+    expect(ok.results[0].event_id).toEqual(expect.any(Number));
+    expect(c.ws.readyState).toBe(WebSocket.OPEN);
+  });
+
+  it('refuses a frame over 1 MiB with overloaded, alone', async () => {
+    const c = await connect();
+    c.send({ id: 'big', events: [event({ payload: { blob: 'x'.repeat(1024 * 1024) } })] });
+    c.send({ id: 'small', events: [event()] });
+    const [big, small] = await c.next(2);
+    expect(big).toMatchObject({ id: 'big', error: { code: 'overloaded' } });
+    expect(small.results).toHaveLength(1);
+  });
+
+  it('a retry of a frame with the same idempotency keys records nothing again', async () => {
+    const c = await connect();
+    const frame = { id: 1, events: [event({ idempotency_key: 's-1', payload: { k: 1 } }), event({ idempotency_key: 's-2', payload: { k: 2 } })] };
+    c.send(frame);
+    const [first] = await c.next();
+    const before = await rowCount();
+    const d = await connect();
+    d.send({ ...frame, id: 2 });
+    const [again] = await d.next();
+    expect(again.results).toEqual(first.results);
+    expect(await rowCount()).toBe(before);
+  });
+
+  it('answers overloaded past VIGIL_STREAM_MAX_FRAMES frames in flight, each in its turn; the refused ones go through when sent again', async () => {
+    const limited = await m.start({ VIGIL_STREAM_MAX_FRAMES: '2' });
+    try {
+      await call(limited.url, 'POST', '/agents/', { body: { agent_id: 'agent-s', name: 'S' } });
+      const c = await open(limited.url);
+      clients.push(c);
+      const frames = 20;
+      for (let i = 0; i < frames; i++) c.send({ id: i, events: Array.from({ length: 1000 }, (_, j) => event({ payload: { i, j } })) });
+      const answers = await c.next(frames);
+      expect(answers.map((a) => a.id)).toEqual(Array.from({ length: frames }, (_, i) => i));
+      const refused = answers.filter((a) => a.error !== undefined);
+      expect(refused.length).toBeGreaterThan(0);
+      expect(refused.every((a) => a.error.code === 'overloaded')).toBe(true);
+      expect(answers.filter((a) => a.results?.length === 1000).length).toBe(frames - refused.length);
+      c.send({ id: 'again', events: [event()] });
+      expect((await c.next())[0].results).toHaveLength(1);
+    } finally {
+      await limited.close();
+    }
+  }, 60_000);
+
+  it('holds answers for a reader that stops reading (backpressure) and sends them all, in order, once it reads again', async () => {
+    const c = await connect();
+    const socket = (c.ws as unknown as { _socket: { pause(): void; resume(): void } })._socket;
+    socket.pause();
+    const frames = 40;
+    for (let i = 0; i < frames; i++) c.send({ id: i, events: Array.from({ length: 500 }, (_, j) => event({ payload: { i, j } })) });
+    await new Promise((r) => setTimeout(r, 1000));
+    socket.resume();
+    const answers = await c.next(frames);
+    expect(answers.map((a) => a.id)).toEqual(Array.from({ length: frames }, (_, i) => i));
+    expect(answers.every((a) => a.results?.length === 500)).toBe(true);
+  }, 60_000);
+
+  it('refuses the upgrade as HTTP: 401 without a key, 403 without events:write, 400 for an unknown subprotocol', async () => {
+    await expect(open(server.url, { key: null })).rejects.toMatchObject({ status: 401 });
+    const reviewer = (await call(server.url, 'POST', '/admin/keys', { body: { scopes: ['review'] } })).body.key;
+    await server.settle(reviewer);
+    const forbidden = await open(server.url, { key: reviewer }).catch((e: { status: number; body: string }) => e);
+    expect(forbidden).toMatchObject({ status: 403 });
+    expect(JSON.parse((forbidden as { body: string }).body).error.code).toBe('forbidden');
+    await expect(open(server.url, { protocol: 'vigil.v2' })).rejects.toMatchObject({ status: 400 });
+  });
+});

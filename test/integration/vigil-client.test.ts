@@ -1,0 +1,92 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { VigilClient, VigilClientError, type IngestResult } from '../../src/client/index.js';
+import { freePorts } from '../support/nats.js';
+import { ADMIN_KEY, call, parseLines, removeDir, spawnServer, tempDir, type ServerProcess } from '../support/server.js';
+
+/** The runtime client against a real server process: the stream, the HTTP fallback, a server killed mid-stream. */
+describe('VigilClient', () => {
+  let dir: string;
+  let port: number;
+  let server: ServerProcess;
+  const start = async (): Promise<void> => {
+    server = await spawnServer(dir, { VIGIL_PORT: String(port) });
+  };
+  const event = (n: number) => ({ agent_id: 'runtime-bot', event_type: 'output_generated' as const, payload: { n } });
+  const rows = async (): Promise<any[]> => parseLines((await call(server.url, 'GET', '/audit/export')).text);
+
+  beforeAll(async () => {
+    dir = tempDir('vigil-client-');
+    [port] = (await freePorts(1)) as [number];
+    await start();
+    expect((await call(server.url, 'POST', '/agents/', { body: { agent_id: 'runtime-bot', name: 'Runtime' } })).status).toBe(201);
+  }, 60_000);
+  afterAll(async () => {
+    server?.child.kill('SIGKILL');
+    await server?.exited;
+    removeDir(dir);
+  });
+
+  it('streams events in frames and resolves each with its own result; close() waits for every answer', async () => {
+    const before = (await rows()).length;
+    const client = new VigilClient({ url: server.url, key: ADMIN_KEY, maxBatch: 100, lingerMs: 2 });
+    const results = await Promise.all(Array.from({ length: 1000 }, (_, n) => client.ingest(event(n))));
+    await client.close();
+    expect(results.every((r) => typeof r.event_id === 'number' && typeof r.gate_status === 'string')).toBe(true);
+    const ids = results.map((r) => r.event_id);
+    expect(new Set(ids).size).toBe(1000);
+    expect(ids).toEqual([...ids].sort((a, b) => a - b)); // one client, one connection: in the order given
+    const after = await rows();
+    expect(after.length).toBe(before + 1000);
+    // Every event went with a key the client gave it.
+    expect(after.slice(before).every((r) => typeof r.body.idempotency_key === 'string')).toBe(true);
+    await expect(client.ingest(event(0))).rejects.toMatchObject({ code: 'closed' });
+  });
+
+  it('rejects a refused event alone, with the server\'s code', async () => {
+    const client = new VigilClient({ url: server.url, key: ADMIN_KEY, encoding: 'msgpack' });
+    const [ok, unknown] = await Promise.allSettled([client.ingest(event(1)), client.ingest({ ...event(2), agent_id: 'nobody' })]);
+    await client.close();
+    expect(ok.status).toBe('fulfilled');
+    expect(unknown).toMatchObject({ status: 'rejected', reason: { code: 'not_found' } });
+    expect((unknown as PromiseRejectedResult).reason).toBeInstanceOf(VigilClientError);
+  });
+
+  it('over HTTP batches (transport http) gives the same results', async () => {
+    const client = new VigilClient({ url: server.url, key: ADMIN_KEY, transport: 'http', maxBatch: 50 });
+    const results = await Promise.all(Array.from({ length: 120 }, (_, n) => client.ingest(event(n))));
+    await client.close();
+    expect(new Set(results.map((r) => r.event_id)).size).toBe(120);
+  });
+
+  it('a bad key is refused at once, for every event', async () => {
+    const client = new VigilClient({ url: server.url, key: 'vgl_not-a-key' });
+    await expect(client.ingest(event(1))).rejects.toMatchObject({ code: 'unauthorized' });
+    await client.close();
+  });
+
+  it('server killed (kill -9) and restarted mid-stream: the client reconnects, resends, and each event is in the ledger exactly once', async () => {
+    const before = (await rows()).length;
+    const client = new VigilClient({ url: server.url, key: ADMIN_KEY, maxBatch: 50, lingerMs: 1, backoff: { initialMs: 50, maxMs: 500 } });
+    const total = 3000;
+    const pending: Promise<IngestResult>[] = [];
+    for (let n = 0; n < total; n++) {
+      pending.push(client.ingest(event(100_000 + n)));
+      if (n === 1000) {
+        // Some frames answered, some in flight, some queued: the server dies.
+        await new Promise((r) => setTimeout(r, 20));
+        server.child.kill('SIGKILL');
+        await server.exited;
+        setTimeout(() => void start(), 300);
+      }
+      if (n % 200 === 0) await new Promise((r) => setImmediate(r));
+    }
+    const results = await Promise.all(pending);
+    await client.close();
+    expect(new Set(results.map((r) => r.event_id)).size).toBe(total);
+    const mine = (await rows()).slice(before).filter((r) => r.kind === 'event' && r.body.payload.n >= 100_000);
+    const seen = mine.map((r) => r.body.payload.n as number);
+    expect(seen.length).toBe(total);
+    expect(new Set(seen).size).toBe(total);
+    expect((await call(server.url, 'GET', '/audit/runtime-bot/verify')).body).toMatchObject({ ok: true });
+  }, 90_000);
+});
