@@ -175,6 +175,7 @@ export class OrgLedgerActor {
         if (typeof result === 'number' && !this.broken) {
           if (this.foretell === undefined) this.fence = result;
           if (rows.length > 0) await this.stored(rows);
+          if (rows.length > 0) this.recentKeys.durableThrough(rows[rows.length - 1]!.seq);
           batch.forEach((pending, i) => pending.resolve(replies[i]!));
           for (const resolve of waiters) resolve({ ...snapshot!, fence: result });
         } else {

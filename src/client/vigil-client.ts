@@ -44,6 +44,8 @@ export class VigilClientError extends Error {
 
 interface Waiting {
   event: VigilEvent & { idempotency_key: string };
+  /** The event's JSON size: frames are cut to stay under the server's 1 MiB. */
+  size: number;
   resolve: (result: IngestResult) => void;
   reject: (error: Error) => void;
 }
@@ -51,12 +53,17 @@ interface Waiting {
 interface Frame {
   id: number;
   entries: Waiting[];
+  /** HTTP: a request for it is under way (a retry of the others must not send it twice). */
+  posting?: boolean;
 }
+
+/** Frames stay under this many bytes of events (the server refuses frames over 1 MiB). */
+const MAX_FRAME_BYTES = 900 * 1024;
 
 type Outcome = IngestResult | { error: { code: string; message: string; details?: unknown } };
 type ServerAnswer = { id?: unknown; results?: Outcome[]; error?: { code: string; message: string; details?: unknown } };
 
-/** A refusal of the whole request or frame that a retry with the same keys may get past. */
+/** A refusal (of a frame, or of one event) that a retry with the same keys may get past. */
 const RETRIED = new Set(['overloaded', 'unavailable', 'rate_limited']);
 
 /**
@@ -81,7 +88,11 @@ export class VigilClient {
   private connecting: Promise<void> | null = null;
   private useHttp: boolean;
   private failures = 0;
+  /** The one pending reconnect (or HTTP retry), so failures never multiply timers. */
+  private retryTimer: NodeJS.Timeout | null = null;
   private closed = false;
+  /** Events refused for now and waiting to be queued again. */
+  private requeued = 0;
   private idle: (() => void)[] = [];
 
   constructor(options: VigilClientOptions) {
@@ -106,7 +117,7 @@ export class VigilClient {
     if (this.closed) return Promise.reject(new VigilClientError('closed', 'the client is closed'));
     const keyed = { ...event, idempotency_key: event.idempotency_key ?? `${this.opts.keyPrefix}-${++this.nextKey}` };
     return new Promise((resolve, reject) => {
-      this.queue.push({ event: keyed, resolve, reject });
+      this.queue.push({ event: keyed, size: JSON.stringify(keyed).length, resolve, reject });
       if (this.queue.length >= this.opts.maxBatch) this.pump();
       else this.timer ??= setTimeout(() => this.pump(), this.opts.lingerMs);
     });
@@ -115,7 +126,7 @@ export class VigilClient {
   /** Resolves once every event given so far is answered. */
   flush(): Promise<void> {
     this.pump();
-    if (this.queue.length === 0 && this.unanswered.size === 0) return Promise.resolve();
+    if (this.queue.length === 0 && this.unanswered.size === 0 && this.requeued === 0) return Promise.resolve();
     return new Promise((resolve) => this.idle.push(resolve));
   }
 
@@ -124,6 +135,7 @@ export class VigilClient {
     await this.flush();
     this.closed = true;
     if (this.timer !== null) clearTimeout(this.timer);
+    if (this.retryTimer !== null) clearTimeout(this.retryTimer);
     this.ws?.close();
     this.ws = null;
   }
@@ -135,7 +147,10 @@ export class VigilClient {
       this.timer = null;
     }
     while (this.queue.length > 0 && this.unanswered.size < this.opts.maxInFlight) {
-      const frame: Frame = { id: this.nextFrame++, entries: this.queue.splice(0, this.opts.maxBatch) };
+      let count = 0;
+      let bytes = 0;
+      while (count < this.queue.length && count < this.opts.maxBatch && (count === 0 || bytes + this.queue[count]!.size <= MAX_FRAME_BYTES)) bytes += this.queue[count++]!.size;
+      const frame: Frame = { id: this.nextFrame++, entries: this.queue.splice(0, count) };
       this.unanswered.set(frame.id, frame);
       this.send(frame);
     }
@@ -157,10 +172,11 @@ export class VigilClient {
   }
 
   private connect(): Promise<void> {
-    if (this.connecting !== null || this.closed) return this.connecting ?? Promise.resolve();
+    if (this.connecting !== null || this.closed || this.ws?.readyState === WebSocket.OPEN) return this.connecting ?? Promise.resolve();
     const protocol = this.opts.encoding === 'msgpack' ? 'vigil.v1+msgpack' : 'vigil.v1+json';
     const ws = new WebSocket(`${this.opts.url.replace(/^http/, 'ws')}/events/stream`, [protocol], { headers: { authorization: `Bearer ${this.opts.key}` } });
     this.connecting = new Promise<void>((resolve) => {
+      let refused = false;
       const done = (): void => {
         this.connecting = null;
         resolve();
@@ -174,6 +190,7 @@ export class VigilClient {
       ws.once('unexpected-response', (_req, res) => {
         const status = res.statusCode ?? 0;
         res.resume();
+        refused = true; // the close that follows is this refusal's, not another failure
         done();
         ws.terminate();
         if (status === 401 || status === 403) return this.failAll(new VigilClientError(status === 401 ? 'unauthorized' : 'forbidden', `the server refused the key (${status})`));
@@ -188,7 +205,7 @@ export class VigilClient {
       ws.once('close', () => {
         if (this.ws === ws) this.ws = null;
         done();
-        if (!this.closed && this.unanswered.size > 0) this.retryLater();
+        if (!refused && !this.closed && this.unanswered.size > 0) this.retryLater();
       });
       ws.on('error', () => undefined); // followed by close
     });
@@ -196,13 +213,14 @@ export class VigilClient {
   }
 
   private retryLater(): void {
-    if (this.closed) return;
+    if (this.closed || this.retryTimer !== null) return;
     const { initialMs, maxMs } = this.opts.backoff;
     const wait = Math.min(maxMs, initialMs * 2 ** this.failures++) * (0.5 + Math.random() / 2);
-    setTimeout(() => {
+    this.retryTimer = setTimeout(() => {
+      this.retryTimer = null;
       if (this.useHttp) for (const frame of this.unanswered.values()) this.send(frame);
       else void this.connect();
-    }, wait).unref();
+    }, wait);
   }
 
   private answered(message: ServerAnswer): void {
@@ -222,16 +240,37 @@ export class VigilClient {
 
   private settle(frame: Frame, results: readonly Outcome[]): void {
     this.unanswered.delete(frame.id);
+    const again: Waiting[] = [];
     frame.entries.forEach((entry, i) => {
       const outcome = results[i];
       if (outcome === undefined) entry.reject(new VigilClientError('internal', 'no result for this event'));
-      else if ('error' in outcome) entry.reject(new VigilClientError(outcome.error.code, outcome.error.message, outcome.error.details));
-      else entry.resolve(outcome);
+      else if (!('error' in outcome)) entry.resolve(outcome);
+      // Refused for now (the org's queue full, its writer unreachable): again later, same key.
+      else if (RETRIED.has(outcome.error.code)) again.push(entry);
+      else entry.reject(new VigilClientError(outcome.error.code, outcome.error.message, outcome.error.details));
     });
+    if (again.length > 0) {
+      this.requeued += again.length;
+      setTimeout(() => {
+        this.requeued -= again.length;
+        this.queue.unshift(...again);
+        this.pump();
+      }, this.opts.backoff.initialMs);
+    }
     this.pump();
   }
 
   private async post(frame: Frame): Promise<void> {
+    if (frame.posting === true) return;
+    frame.posting = true;
+    try {
+      await this.postOnce(frame);
+    } finally {
+      frame.posting = false;
+    }
+  }
+
+  private async postOnce(frame: Frame): Promise<void> {
     let res: Response;
     try {
       res = await fetch(`${this.opts.url}/events/batch`, {
@@ -260,6 +299,6 @@ export class VigilClient {
   }
 
   private settleIdle(): void {
-    if (this.queue.length === 0 && this.unanswered.size === 0) for (const resolve of this.idle.splice(0)) resolve();
+    if (this.queue.length === 0 && this.unanswered.size === 0 && this.requeued === 0) for (const resolve of this.idle.splice(0)) resolve();
   }
 }

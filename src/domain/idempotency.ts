@@ -54,8 +54,16 @@ export function keyedFromRecord(seq: number, agentId: string, body: EventRecordB
  */
 export class RecentKeys {
   private readonly keys = new Map<string, KeyedEvent>();
+  /** The last seq known durable: only keys at or below it may be evicted (the store answers them). */
+  private durable = 0;
 
   constructor(private readonly limit = 10_000) {}
+
+  /** Rows through `seq` are durable (in the store's index, in embedded mode). */
+  durableThrough(seq: number): void {
+    if (seq > this.durable) this.durable = seq;
+    this.evict();
+  }
 
   get(key: string): KeyedEvent | undefined {
     return this.keys.get(key);
@@ -64,11 +72,20 @@ export class RecentKeys {
   add(key: string, keyed: KeyedEvent): void {
     this.keys.delete(key);
     this.keys.set(key, keyed);
-    if (this.keys.size > this.limit) this.keys.delete(this.keys.keys().next().value!);
+    this.evict();
+  }
+
+  /** Past the limit, the oldest keys go, but never one whose row is not durable yet. */
+  private evict(): void {
+    for (const [key, keyed] of this.keys) {
+      if (this.keys.size <= this.limit || keyed.seq > this.durable) return;
+      this.keys.delete(key);
+    }
   }
 
   /** Forgets keys of rows past `seq`: their batch was not written (the writer rebuilt from the ledger). */
   dropAbove(seq: number): void {
     for (const [key, keyed] of this.keys) if (keyed.seq > seq) this.keys.delete(key);
+    this.durable = Math.min(this.durable, seq);
   }
 }

@@ -1,4 +1,4 @@
-import { pack, unpack } from 'msgpackr';
+import { pack, Unpackr } from 'msgpackr';
 import type uws from 'uWebSockets.js';
 import { z } from 'zod';
 import { VigilError } from '../errors.js';
@@ -16,7 +16,12 @@ export const STREAM_PATH = '/events/stream';
 
 /** The largest frame taken; a larger one is answered `overloaded` (the socket's hard cap is 16 MiB). */
 export const MAX_FRAME_BYTES = 1024 * 1024;
-const MAX_MESSAGE_BYTES = 16 * 1024 * 1024;
+/** A message over this closes the connection (1009); between the two, it is parsed only for its id. */
+const MAX_MESSAGE_BYTES = 2 * MAX_FRAME_BYTES;
+/** Answers a connection may hold for a reader that does not read; past it the connection is closed (1008). */
+const MAX_HELD_ANSWERS = 1024;
+/** msgpack as JSON would have it: 64-bit integers as numbers, maps as objects. */
+const unpackr = new Unpackr({ int64AsType: 'number', mapsAsObjects: true, useRecords: false });
 /** Answers are held (not sent) while the socket buffers more than this for a slow reader. */
 const HIGH_WATER_BYTES = 1024 * 1024;
 /** Seconds without traffic before uWebSockets.js pings; a peer that does not answer is closed. */
@@ -101,7 +106,9 @@ function chooseProtocol(offered: string): StreamProtocol | '' {
 function take(ws: uws.WebSocket<StreamConn>, conn: StreamConn, bytes: Buffer, isBinary: boolean, deps: AppDeps): void {
   let raw: unknown;
   try {
-    raw = isBinary !== conn.binary ? undefined : conn.binary ? unpack(bytes) : JSON.parse(bytes.toString('utf8'));
+    raw = isBinary !== conn.binary ? undefined : conn.binary ? unpackr.unpack(bytes) : JSON.parse(bytes.toString('utf8'));
+    // msgpack can carry what JSON cannot (NaN, binary, dates): such a frame is not one.
+    if (conn.binary && !isJson(raw)) raw = undefined;
   } catch {
     raw = undefined;
   }
@@ -138,6 +145,16 @@ function take(ws: uws.WebSocket<StreamConn>, conn: StreamConn, bytes: Buffer, is
   );
 }
 
+/** Whether a decoded msgpack value is plain JSON data (finite numbers, strings, booleans, null, arrays, objects). */
+function isJson(value: unknown, depth = 0): boolean {
+  if (depth > 64) return false;
+  if (value === null || typeof value === 'string' || typeof value === 'boolean') return true;
+  if (typeof value === 'number') return Number.isFinite(value);
+  if (Array.isArray(value)) return value.every((v) => isJson(v, depth + 1));
+  if (typeof value === 'object' && Object.getPrototypeOf(value) === Object.prototype) return Object.values(value).every((v) => isJson(v, depth + 1));
+  return false;
+}
+
 function frameIdOf(raw: unknown): FrameId {
   if (typeof raw !== 'object' || raw === null) return null;
   const id = (raw as { id?: unknown }).id;
@@ -146,6 +163,11 @@ function frameIdOf(raw: unknown): FrameId {
 
 /** An answer that needs no writer, sent in its turn after the answers of earlier frames. */
 function answerNow(ws: uws.WebSocket<StreamConn>, conn: StreamConn, frame: ServerFrame): void {
+  if (conn.answers.length >= MAX_HELD_ANSWERS) {
+    // A peer that keeps sending and never reads: its answers would grow without bound.
+    ws.end(1008, 'too many answers unread');
+    return;
+  }
   conn.answers.push({ frame, counts: false });
   flush(ws, conn);
 }

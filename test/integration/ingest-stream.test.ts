@@ -134,6 +134,19 @@ describeModes('ingest stream', (m) => {
     expect(c.ws.readyState).toBe(WebSocket.OPEN);
   });
 
+  it('takes msgpack 64-bit integers as numbers, and refuses a msgpack frame holding what JSON cannot (NaN, binary)', async () => {
+    const c = await connect({ protocol: 'vigil.v1+msgpack' });
+    c.send({ id: 1, events: [event({ payload: { big: 2n ** 40n } })] });
+    c.send({ id: 2, events: [event({ payload: { x: Number.NaN } })] });
+    c.send({ id: 3, events: [event({ payload: { b: Buffer.from('hi') } })] });
+    c.send({ id: 4, events: [event()] });
+    const [big, nan, bin, ok] = await c.next(4);
+    expect(big.results[0].event_id).toEqual(expect.any(Number));
+    expect(nan).toMatchObject({ id: null, error: { code: 'bad_request' } });
+    expect(bin).toMatchObject({ id: null, error: { code: 'bad_request' } });
+    expect(ok.results[0].event_id).toBeGreaterThan(big.results[0].event_id);
+  });
+
   it('refuses a frame over 1 MiB with overloaded, alone', async () => {
     const c = await connect();
     c.send({ id: 'big', events: [event({ payload: { blob: 'x'.repeat(1024 * 1024) } })] });

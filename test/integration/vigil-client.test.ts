@@ -9,7 +9,8 @@ describe('VigilClient', () => {
   let port: number;
   let server: ServerProcess;
   const start = async (): Promise<void> => {
-    server = await spawnServer(dir, { VIGIL_PORT: String(port) });
+    // A small per-org queue: the client's frames overrun it, and the events refused `overloaded` are sent again.
+    server = await spawnServer(dir, { VIGIL_PORT: String(port), VIGIL_MAX_PENDING: '300' });
   };
   const event = (n: number) => ({ agent_id: 'runtime-bot', event_type: 'output_generated' as const, payload: { n } });
   const rows = async (): Promise<any[]> => parseLines((await call(server.url, 'GET', '/audit/export')).text);
@@ -26,7 +27,7 @@ describe('VigilClient', () => {
     removeDir(dir);
   });
 
-  it('streams events in frames and resolves each with its own result; close() waits for every answer', async () => {
+  it('streams events in frames and resolves each with its own result (events refused overloaded are sent again); close() waits for every answer', async () => {
     const before = (await rows()).length;
     const client = new VigilClient({ url: server.url, key: ADMIN_KEY, maxBatch: 100, lingerMs: 2 });
     const results = await Promise.all(Array.from({ length: 1000 }, (_, n) => client.ingest(event(n))));
@@ -34,7 +35,6 @@ describe('VigilClient', () => {
     expect(results.every((r) => typeof r.event_id === 'number' && typeof r.gate_status === 'string')).toBe(true);
     const ids = results.map((r) => r.event_id);
     expect(new Set(ids).size).toBe(1000);
-    expect(ids).toEqual([...ids].sort((a, b) => a - b)); // one client, one connection: in the order given
     const after = await rows();
     expect(after.length).toBe(before + 1000);
     // Every event went with a key the client gave it.

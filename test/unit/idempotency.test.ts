@@ -32,12 +32,17 @@ describe('idempotency keys', () => {
     }
   });
 
-  it('RecentKeys holds the newest `limit` keys and forgets those of rows past a seq', () => {
+  it('RecentKeys holds the newest `limit` keys of durable rows (never evicting one not durable yet) and forgets those past a seq', () => {
     const keys = new RecentKeys(3);
     const at = (seq: number) => ({ seq, digest: 'd', result: keyedFromRecord(seq, 'a', recorded).result });
+    const seqs = (names: string[]) => names.map((k) => keys.get(k)?.seq ?? null);
     for (const [k, seq] of [['a', 1], ['b', 2], ['c', 3], ['d', 4]] as const) keys.add(k, at(seq));
-    expect(['a', 'b', 'c', 'd'].map((k) => keys.get(k)?.seq ?? null)).toEqual([null, 2, 3, 4]);
-    keys.dropAbove(2);
-    expect(['b', 'c', 'd'].map((k) => keys.get(k)?.seq ?? null)).toEqual([2, null, null]);
+    expect(seqs(['a', 'b', 'c', 'd'])).toEqual([1, 2, 3, 4]); // nothing durable yet: nothing evicted
+    keys.durableThrough(2);
+    expect(seqs(['a', 'b', 'c', 'd'])).toEqual([null, 2, 3, 4]);
+    keys.add('e', at(5));
+    expect(seqs(['b', 'c', 'd', 'e'])).toEqual([null, 3, 4, 5]);
+    keys.dropAbove(3);
+    expect(seqs(['c', 'd', 'e'])).toEqual([3, null, null]);
   });
 });

@@ -63,7 +63,9 @@ function outcomeOf(reply: OrgReply): EventOutcome {
 }
 
 function errorOutcome(error: unknown): EventOutcome {
-  if (!(error instanceof VigilError)) throw error;
+  // The router lost the writer after it took the event (cluster mode): its fate is unknown; the
+  // event alone says so, and a retry with its idempotency key settles it.
+  if (!(error instanceof VigilError)) return { error: { code: 'unavailable', message: `the event's outcome is unknown (${error instanceof Error ? error.message : String(error)}); send it again with its idempotency key` } };
   return { error: { code: error.code, message: error.message, ...(error.details === undefined ? {} : { details: error.details }) } };
 }
 
