@@ -1,7 +1,8 @@
 import type { Msg, NatsConnection, Subscription } from '@nats-io/transport-node';
 import type { CommandHandler, ServeOptions } from '../bus/command-router.js';
 import type { Logger } from '../log.js';
-import { decodeRequest, encodeAnswer, requestOrg, type WireAnswer } from './command-wire.js';
+import { Coalescer, type Keyed } from './coalescer.js';
+import { decodeRequest, encodeAnswer, isPack, packFrames, requestOrg, unpackFrames, type WireAnswer } from './command-wire.js';
 
 interface Served {
   handler: CommandHandler;
@@ -15,6 +16,8 @@ interface Taken {
   abandoned: { aborted: boolean };
   /** The encoded final answer once the handler settled, sent again to a re-sent request. */
   answer: Uint8Array | null;
+  /** The request came in a pack: its requester reads packed answers. */
+  packed: boolean;
 }
 
 export interface CommandServerOptions {
@@ -33,6 +36,8 @@ export interface CommandServerOptions {
 
 const ACCEPTED = encodeAnswer({ t: 'accepted' });
 const WORKING = encodeAnswer({ t: 'working' });
+/** Marks a coalescer destination that is a requester's inbox taking packed answers (no subject starts so). */
+const PACKED = ' ';
 
 
 /**
@@ -53,6 +58,10 @@ export class CommandServer {
   private subscription: Subscription | null = null;
   private readonly taken = new Map<string, Taken>();
   private heartbeat: ReturnType<typeof setInterval> | null = null;
+  /** Answers sent at once: `accepted`, and answers to re-sent requests. */
+  private readonly now = new Coalescer((inbox, entries) => this.answer(inbox, entries), false);
+  /** Answers sent at the end of the turn: replies and heartbeats, packed per requester. */
+  private readonly later = new Coalescer((inbox, entries) => this.answer(inbox, entries));
 
   constructor(
     private readonly nc: NatsConnection,
@@ -88,38 +97,60 @@ export class CommandServer {
     this.subscription = null;
   }
 
+  /**
+   * A message holds one request (its reply subject the key) or a pack of them from one requester.
+   * Every `accepted` of the message goes out before any of its commands reaches a handler.
+   */
   private take(msg: Msg): void {
-    const reply = msg.reply;
-    if (reply === undefined || reply === '') return;
+    const packed = isPack(msg.data);
+    const entries: Keyed[] | null = packed ? unpackFrames(msg.data) : msg.reply ? [[msg.reply, msg.data]] : [];
+    if (entries === null) {
+      this.options.log?.warn({ subject: msg.subject }, 'command router: an undecodable pack of commands was dropped');
+      return;
+    }
+    const starts: Array<() => void> = [];
+    for (const [reply, frame] of entries) {
+      const start = this.takeOne(reply, frame, packed);
+      if (start !== null) starts.push(start);
+    }
+    // At once, before the handler can append anything of the commands: it goes out on this
+    // connection ahead of the batch that records them, so a requester that never heard it knows
+    // its command was not recorded and may send it again (to the next owner).
+    this.now.flush();
+    for (const start of starts) start();
+  }
+
+  /** Takes one request: answers a re-send, or notes a command of an owned org and returns what starts deciding it. */
+  private takeOne(reply: string, frame: Uint8Array, packed: boolean): (() => void) | null {
+    if (reply === '') return null;
     const known = this.taken.get(reply);
     if (known !== undefined) {
       // The same request again: a re-send, or the requester telling that its caller is gone.
-      if (decodeRequest(msg.data)?.abandoned === true) known.abandoned.aborted = true;
-        return this.send(reply, known.answer ?? ACCEPTED);
+      if (decodeRequest(frame)?.abandoned === true) known.abandoned.aborted = true;
+      this.queue(this.now, reply, known.answer ?? ACCEPTED, known.packed);
+      return null;
     }
     // Every serving node sees every command: those that do not own its org read only its frame.
-    const org = requestOrg(msg.data);
+    const org = requestOrg(frame);
     const owner = org === null ? undefined : this.served.find((s) => s.owns(org));
-    if (owner === undefined) return;
-    const request = decodeRequest(msg.data);
+    if (owner === undefined) return null;
+    const request = decodeRequest(frame);
     if (request === null) {
-      this.options.log?.warn({ subject: msg.subject }, 'command router: an undecodable command was dropped');
-      return;
+      this.options.log?.warn({ reply }, 'command router: an undecodable command was dropped');
+      return null;
     }
-    if (request.deadline - this.options.now() < this.options.acceptMarginMs) return;
-    const entry: Taken = { deadline: request.deadline, abandoned: { aborted: request.abandoned }, answer: null };
+    if (request.deadline - this.options.now() < this.options.acceptMarginMs) return null;
+    const entry: Taken = { deadline: request.deadline, abandoned: { aborted: request.abandoned }, answer: null, packed };
     this.taken.set(reply, entry);
-    // At once, before the handler can append anything of the command: it goes out on this
-    // connection ahead of the batch that records the command, so a requester that never heard it
-    // knows the command was not recorded and may send it again (to the next owner).
-    this.send(reply, ACCEPTED);
-    void this.decide(owner, request.command, request.deadline, entry.abandoned).then((answer) => {
-      const notOwner = answer.t === 'reply' && !answer.reply.ok && answer.reply.code === 'not_owner';
-      // Nothing was decided: a re-send of this request may be taken afresh (by whichever node owns it then).
-      if (notOwner) this.taken.delete(reply);
-      else entry.answer = encodeAnswer(answer);
-      this.send(reply, entry.answer ?? encodeAnswer(answer));
-    });
+    this.queue(this.now, reply, ACCEPTED, packed);
+    return () =>
+      void this.decide(owner, request.command, request.deadline, entry.abandoned).then((answer) => {
+        const notOwner = answer.t === 'reply' && !answer.reply.ok && answer.reply.code === 'not_owner';
+        // Nothing was decided: a re-send of this request may be taken afresh (by whichever node owns it then).
+        if (notOwner) this.taken.delete(reply);
+        else entry.answer = encodeAnswer(answer);
+        this.queue(this.later, reply, entry.answer ?? encodeAnswer(answer), packed);
+      });
   }
 
   private async decide(owner: Served, command: Parameters<CommandHandler>[0], deadline: number, abandoned: { aborted: boolean }): Promise<WireAnswer> {
@@ -135,16 +166,29 @@ export class CommandServer {
   private beat(): void {
     const now = this.options.now();
     for (const [reply, entry] of this.taken) {
-      if (entry.answer === null) this.send(reply, WORKING);
+      if (entry.answer === null) this.queue(this.later, reply, WORKING, entry.packed);
       else if (now > entry.deadline + this.options.heartbeatMs) this.taken.delete(reply);
     }
     if (this.subscription === null && this.taken.size === 0) this.close();
   }
 
-  private send(reply: string, data: Uint8Array): void {
+  /**
+   * An answer to `reply`: one requester's answers pack together, to `<its inbox>.batch`, when its
+   * requests came packed (a requester that sends packs reads them); others go one by one.
+   */
+  private queue(coalescer: Coalescer, reply: string, data: Uint8Array, packed: boolean): void {
+    coalescer.add(packed ? `${PACKED}${reply.slice(0, reply.lastIndexOf('.'))}` : reply, reply, data);
+  }
+
+  private answer(destination: string, entries: Keyed[]): void {
+    if (entries.length > 1 && destination.startsWith(PACKED)) return this.send(`${destination.slice(PACKED.length)}.batch`, packFrames(entries));
+    for (const [reply, data] of entries) this.send(reply, data);
+  }
+
+  private send(subject: string, data: Uint8Array): void {
     if (this.nc.isClosed()) return;
     try {
-      this.nc.publish(reply, data);
+      this.nc.publish(subject, data);
     } catch (error) {
       this.options.log?.warn({ err: error }, 'command router: an answer could not be sent');
     }

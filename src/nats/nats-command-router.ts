@@ -4,7 +4,8 @@ import { DEFAULT_DEADLINE_MS, type CommandHandler, type CommandRouter, type Requ
 import type { OrgCommand, ReplyTo } from '../bus/messages.js';
 import type { Logger } from '../log.js';
 import { CommandServer } from './command-server.js';
-import { decodeAnswer, encodeRequest, type WireAnswer } from './command-wire.js';
+import { Coalescer, type Keyed } from './coalescer.js';
+import { decodeAnswer, encodeRequest, packFrames, unpackFrames, type WireAnswer } from './command-wire.js';
 import { Mailbox, type Signal } from './mailbox.js';
 import { DEFAULT_PARTITIONS, partitionOf } from './partition.js';
 
@@ -28,6 +29,9 @@ export interface NatsCommandRouterTimings {
   /** An owner takes a command only with this long left before its deadline (see CommandServer). */
   acceptMarginMs: number;
 }
+
+/** How long a pack's reply subject is kept for "no responders" (which NATS sends at once). */
+const PACK_MEMORY_MS = 5_000;
 
 export const DEFAULT_TIMINGS: NatsCommandRouterTimings = { resendMs: 100, retryMs: 25, heartbeatMs: 500, acceptMarginMs: 50 };
 
@@ -64,6 +68,11 @@ type Outcome<C extends OrgCommand> = { kind: 'reply'; reply: ReplyTo<C> } | { ki
  *    caller found gone (`abandoned`) at a heartbeat is told to the owner by sending the request
  *    again, flagged; the owner's handler sees the flag set and refuses the command if undecided.
  *
+ * Packing: the requests (and re-sends) of one turn of the event loop to one partition leave as one
+ * NATS message, each under its own reply subject, and the owner packs its answers to this router
+ * per turn (`<inbox>.batch`); a lone request goes plain. Under load that is one message per
+ * partition per turn instead of three per command (request, accepted, reply) through the servers.
+ *
  * Order: commands of one caller (one router) for one org are published in order on one connection,
  * and NATS delivers them to a subscriber in that order, so a steady owner handles them as sent.
  * Once a request of an org has to wait (silence, no responders, not_owner), it lets the org's
@@ -86,6 +95,10 @@ export class NatsCommandRouter implements CommandRouter {
   private readonly inbox = createInbox();
   private readonly inboxSubscription: Subscription;
   private readonly mailboxes = new Map<string, Mailbox>();
+  /** Requests sent in one turn of the event loop, one NATS message per partition subject. */
+  private readonly outbox = new Coalescer((subject, entries) => this.publish(subject, entries));
+  /** The reply subjects of packs sent lately: "no responders" to a pack is told to each of its requests. */
+  private readonly packs = new Map<string, { replies: string[]; at: number }>();
   private next = 0;
   /**
    * Per org with requests unanswered: when all of them are answered, the requests made so far,
@@ -219,7 +232,7 @@ export class NatsCommandRouter implements CommandRouter {
     const mailbox = new Mailbox();
     this.mailboxes.set(reply, mailbox);
     const subject = this.subjectOf(command.org);
-    const send = (): void => this.nc.publish(subject, encodeRequest({ command, deadline, abandoned: options.abandoned?.aborted === true }), { reply });
+    const send = (): void => this.outbox.add(subject, reply, encodeRequest({ command, deadline, abandoned: options.abandoned?.aborted === true }));
     try {
       send();
       let accepted = false;
@@ -269,11 +282,45 @@ export class NatsCommandRouter implements CommandRouter {
     }
   }
 
+  /**
+   * A turn's requests to one subject: alone, as a plain request; several, as one pack (answered
+   * packed to `<inbox>.batch`) under a reply subject of its own for "no responders".
+   */
+  private publish(subject: string, entries: Keyed[]): void {
+    if (this.nc.isClosed()) return; // the requests meet silence, then their deadline
+    try {
+      if (entries.length === 1) return this.nc.publish(subject, entries[0]![1], { reply: entries[0]![0] });
+      const reply = `${this.inbox}.p${++this.next}`;
+      const now = this.now();
+      for (const [key, pack] of this.packs) {
+        if (now - pack.at < PACK_MEMORY_MS) break;
+        this.packs.delete(key);
+      }
+      this.packs.set(reply, { replies: entries.map(([key]) => key), at: now });
+      this.nc.publish(subject, packFrames(entries), { reply });
+    } catch {
+      // The connection closed meanwhile: as above.
+    }
+  }
+
   private deliver(msg: Msg): void {
-    const mailbox = this.mailboxes.get(msg.subject);
+    if (msg.subject === `${this.inbox}.batch`) {
+      for (const [reply, data] of unpackFrames(msg.data) ?? []) this.answer(reply, data);
+      return;
+    }
+    if (msg.data.length === 0 && msg.headers?.code === 503) {
+      const pack = this.packs.get(msg.subject);
+      this.packs.delete(msg.subject);
+      for (const reply of pack?.replies ?? [msg.subject]) this.mailboxes.get(reply)?.push({ t: 'no_responders' });
+      return;
+    }
+    this.answer(msg.subject, msg.data);
+  }
+
+  private answer(reply: string, data: Uint8Array): void {
+    const mailbox = this.mailboxes.get(reply);
     if (mailbox === undefined) return;
-    if (msg.data.length === 0 && msg.headers?.code === 503) return mailbox.push({ t: 'no_responders' });
-    const answer: WireAnswer | null = decodeAnswer(msg.data);
+    const answer: WireAnswer | null = decodeAnswer(data);
     if (answer !== null) mailbox.push(answer);
   }
 }

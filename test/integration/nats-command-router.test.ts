@@ -186,6 +186,29 @@ run('NatsCommandRouter on a 3-node nats cluster', () => {
     expect(taken).toEqual(['a1', 'a3', 'b2']);
   });
 
+  it('the requests of one turn leave as one message per partition, their answers come back packed, and order holds', async () => {
+    const [a, front, raw] = await nodes(3);
+    const taken: number[] = [];
+    a!.router.serve(async (command) => {
+      taken.push(numberOf(command));
+      await sleep(5);
+      return ok(command, 'a');
+    }, { owns: () => true });
+    let requests = 0;
+    const packedAnswers: number[] = [];
+    raw!.nc.subscribe(a!.router.subjectOf('packed'), { callback: () => void requests++ });
+    raw!.nc.subscribe('_INBOX.>', { callback: (_error, msg) => void (msg.subject.endsWith('.batch') && packedAnswers.push(msg.data.length)) });
+    await sleep(100);
+    const replies = await Promise.all(Array.from({ length: 200 }, (_, n) => front!.router.request(ingest('packed', n))));
+    expect(replies.map(valueOf)).toEqual(Array.from({ length: 200 }, (_, n) => ({ event_id: n, tag: 'a' })));
+    expect(taken).toEqual(Array.from({ length: 200 }, (_, n) => n));
+    await sleep(50);
+    expect(requests).toBe(1);
+    // The 200 `accepted` in one pack, the replies in a few (they settle over a few turns).
+    expect(packedAnswers.length).toBeGreaterThanOrEqual(2);
+    expect(packedAnswers.length).toBeLessThan(20);
+  });
+
   it('the owner says `accepted` before its reply even for a command decided at once (it precedes any append of the command on the owner\'s connection)', async () => {
     const [a, raw] = await nodes(2);
     a!.router.serve(async (command) => {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { OrgCommand } from '../../src/bus/messages.js';
-import { decodeAnswer, decodeRequest, encodeAnswer, encodeRequest, requestOrg } from '../../src/nats/command-wire.js';
+import { decodeAnswer, decodeRequest, encodeAnswer, encodeRequest, isPack, packFrames, requestOrg, unpackFrames } from '../../src/nats/command-wire.js';
 
 const command = (org: string): OrgCommand => ({
   type: 'event.ingest',
@@ -38,5 +38,19 @@ describe('command wire (NatsCommandRouter)', () => {
     }
     expect(decodeAnswer(new TextEncoder().encode('{"t":"other"}'))).toBeNull();
     expect(decodeAnswer(new TextEncoder().encode('not json'))).toBeNull();
+  });
+
+  it('packs several frames under their keys and reads them back; a pack is never read as a request, and one cut short is dropped', () => {
+    const frames = [encodeRequest({ command: command('a'), deadline: 1, abandoned: false }), new Uint8Array(0), encodeAnswer({ t: 'accepted' })];
+    const entries = frames.map((frame, i) => [`_INBOX.x.${i}`, frame] as [string, Uint8Array]);
+    const pack = packFrames(entries);
+    expect(isPack(pack)).toBe(true);
+    expect(unpackFrames(pack)).toEqual(entries);
+    expect(requestOrg(pack)).toBeNull();
+    expect(decodeRequest(pack)).toBeNull();
+    expect(isPack(frames[0]!)).toBe(false);
+    expect(unpackFrames(frames[0]!)).toBeNull();
+    for (const cut of [3, 10, pack.length - 1]) expect(unpackFrames(pack.subarray(0, cut))).toBeNull();
+    expect(unpackFrames(packFrames([]))).toEqual([]);
   });
 });
