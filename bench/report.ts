@@ -3,6 +3,7 @@
  * inline SVG bar chart of the Vigil-vs-peer ratios). No dependencies.
  */
 import type { ClusterResult } from './cluster.js';
+import type { StreamFigures } from './stream.js';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
@@ -34,6 +35,8 @@ export interface BenchReport {
   goals: { name: string; target: string; measured: string; met: boolean }[];
   /** Cluster mode beside embedded (bench/cluster.ts); absent without a nats-server. */
   cluster?: ClusterResult;
+  /** Streaming ingest beside its peers (bench/stream.ts). */
+  stream?: StreamFigures & { perRequestRps: number };
   /** What a reader should know to read the figures (e.g. a load generator that caps them). */
   notes?: string[];
 }
@@ -125,6 +128,22 @@ function clusterTable(c: ClusterResult): Table {
   };
 }
 
+function streamTable(s: StreamFigures & { perRequestRps: number }): Table {
+  const ratio = (against: number | null): string => (against === null || against === 0 ? 'n/a' : fmtRatio(Math.round((s.eventsPerSec / against) * 100) / 100));
+  const shape = `${s.shape.connections} connections × ${s.shape.window} frames in flight × ${s.shape.events} events, ${s.shape.encoding}, keyed`;
+  return {
+    head: ['metric', 'value'],
+    rows: [
+      [`durable ingest over GET /events/stream (${shape})`, `${fmtInt(s.eventsPerSec)} events/s (rounds ${s.rounds.map(fmtInt).join(', ')}), frame p50 ${fmtMs(s.p50FrameMs)} p99 ${fmtMs(s.p99FrameMs)}, errors ${s.errors}`],
+      ['CPU over the window (1 = one core): server / load generator (own process)', `${s.serverCpu} / ${s.loadCpu}`],
+      ['per-request POST /events/ (vigil sync, macro, same run)', `${fmtInt(s.perRequestRps)} req/s → stream ${ratio(s.perRequestRps)}`],
+      ['JetStream R1 file stream, one async-published message per event', s.jetstreamPerSec === null ? 'n/a (no nats-server)' : `${fmtInt(s.jetstreamPerSec)} msgs/s (rounds ${s.jetstreamRounds.map(fmtInt).join(', ')}) → stream ${ratio(s.jetstreamPerSec)}`],
+      [`bare LMDB append, batches of ${s.shape.events} rows (commit + fsync)`, `${fmtInt(s.lmdbRowsPerSec)} rows/s → stream ${ratio(s.lmdbRowsPerSec)}`],
+    ],
+    right: [1],
+  };
+}
+
 function goalTable(r: BenchReport): Table {
   return {
     head: ['', 'goal', 'target', 'measured'],
@@ -139,6 +158,7 @@ function sections(r: BenchReport): [string, Table][] {
     ['Ratios', ratioTable(r)],
     ['Ledger', ledgerTable(r)],
     ...(r.cluster === undefined ? [] : [['Cluster', clusterTable(r.cluster)] as [string, Table]]),
+    ...(r.stream === undefined ? [] : [['Streaming ingest', streamTable(r.stream)] as [string, Table]]),
     ['Goals', goalTable(r)],
   ];
 }

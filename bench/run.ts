@@ -11,6 +11,7 @@ import { loadTool, wrkThreads } from './load.js';
 import { runCluster } from './cluster.js';
 import { runMacro } from './macro.js';
 import { runMicro } from './micro.js';
+import { runStream } from './stream.js';
 import { printReport, writeReport, type BenchReport, type MacroRow, type Ratio } from './report.js';
 import { benchTargets, parseTargets } from './targets.js';
 
@@ -35,6 +36,8 @@ log('micro…');
 const micro = await runMicro(quick);
 log('macro…');
 const macro = await runMacro(quick ? { rounds: 1, seconds: 3, warmupSeconds: 1, connections: 64, log } : { rounds: 3, seconds: 8, warmupSeconds: 1, connections: 64, log });
+log('stream…');
+const streamed = await runStream(quick ? { rounds: 1, seconds: 3, warmupSeconds: 1, connections: 64, log } : { rounds: 3, seconds: 6, warmupSeconds: 1, connections: 64, log });
 log('cluster…');
 const cluster = await runCluster(quick ? { rounds: 1, seconds: 3, warmupSeconds: 1, connections: 64, log } : { rounds: 3, seconds: 8, warmupSeconds: 1, connections: 64, log });
 const records = quick ? 200_000 : 1_000_000;
@@ -57,6 +60,8 @@ const ratios = [
 ].filter((r): r is Ratio => r !== undefined);
 
 const ingest = row('POST', 'vigil (sync)');
+const stream = { ...streamed, perRequestRps: ingest?.rps ?? NaN };
+const per = (against: number | null): number => (against === null || !(against > 0) ? NaN : Math.round((stream.eventsPerSec / against) * 100) / 100);
 const reads = row('GET', 'vigil');
 const r = (scenario: string, target: string, against: string): number => ratio(scenario, target, against)?.ratio ?? NaN;
 const scale = quick ? ` (quick: ${records.toLocaleString('en-US')} records)` : '';
@@ -69,6 +74,11 @@ const goals: BenchReport['goals'] = [
   ...(cluster === null
     ? []
     : [{ name: 'cluster durable ingest vs embedded (same run)', target: '≥ 0.5×', measured: `${cluster.ratio}×`, met: cluster.ratio >= 0.5 }]),
+  { name: 'streaming ingest vs per-request POST /events/', target: '≥ 4.0×', measured: `${per(stream.perRequestRps)}×`, met: per(stream.perRequestRps) >= 4 },
+  ...(stream.jetstreamPerSec === null
+    ? []
+    : [{ name: 'streaming ingest vs JetStream R1 async publish', target: '≥ 1.0×', measured: `${per(stream.jetstreamPerSec)}×`, met: per(stream.jetstreamPerSec) >= 1 }]),
+  { name: 'streaming ingest vs bare LMDB batched append', target: '≥ 0.5×', measured: `${per(stream.lmdbRowsPerSec)}×`, met: per(stream.lmdbRowsPerSec) >= 0.5 },
   { name: 'ledger verification', target: '≥ 300,000 records/s', measured: `${ledger.verifyRecordsPerSec.toLocaleString('en-US')} records/s`, met: ledger.verifyRecordsPerSec >= 300_000 },
   { name: `restart until ready, from checkpoints${scale}`, target: '≤ 10 s (1M records)', measured: `${(ledger.warmReadyMs / 1000).toFixed(2)} s`, met: ledger.warmReadyMs <= 10_000 },
   { name: `first start until ready, whole ledger${scale}`, target: '≤ 10 s (1M records)', measured: `${(ledger.coldReadyMs / 1000).toFixed(2)} s`, met: ledger.coldReadyMs <= 10_000 },
@@ -93,6 +103,7 @@ const report: BenchReport = {
   ratios,
   ledger: { ...ledger },
   ...(cluster === null ? {} : { cluster }),
+  stream,
   goals,
   notes,
 };

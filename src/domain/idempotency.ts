@@ -54,6 +54,13 @@ export function keyedFromRecord(seq: number, agentId: string, body: EventRecordB
  */
 export class RecentKeys {
   private readonly keys = new Map<string, KeyedEvent>();
+  /**
+   * The keys in the order added, oldest first from `head` (an entry whose key was added again
+   * since is stale and skipped). A queue, not the Map's own order: evicting from a Map's head
+   * leaves deleted slots its every iteration walks past again.
+   */
+  private order: [string, KeyedEvent][] = [];
+  private head = 0;
   /** The last seq known durable: only keys at or below it may be evicted (the store answers them). */
   private durable = 0;
 
@@ -70,22 +77,34 @@ export class RecentKeys {
   }
 
   add(key: string, keyed: KeyedEvent): void {
-    this.keys.delete(key);
     this.keys.set(key, keyed);
+    this.order.push([key, keyed]);
     this.evict();
   }
 
   /** Past the limit, the oldest keys go, but never one whose row is not durable yet. */
   private evict(): void {
-    for (const [key, keyed] of this.keys) {
-      if (this.keys.size <= this.limit || keyed.seq > this.durable) return;
-      this.keys.delete(key);
+    while (this.keys.size > this.limit && this.head < this.order.length) {
+      const [key, keyed] = this.order[this.head]!;
+      if (this.keys.get(key) === keyed) {
+        if (keyed.seq > this.durable) break;
+        this.keys.delete(key);
+      }
+      this.head++;
     }
+    // Stale entries pile up past the live keys only when keys are added again: compact then too.
+    if (this.head > this.limit || this.order.length - this.head > 2 * this.keys.size + 1024) this.compact();
+  }
+
+  private compact(): void {
+    this.order = this.order.slice(this.head).filter(([key, keyed]) => this.keys.get(key) === keyed);
+    this.head = 0;
   }
 
   /** Forgets keys of rows past `seq`: their batch was not written (the writer rebuilt from the ledger). */
   dropAbove(seq: number): void {
     for (const [key, keyed] of this.keys) if (keyed.seq > seq) this.keys.delete(key);
+    this.compact();
     this.durable = Math.min(this.durable, seq);
   }
 }

@@ -45,4 +45,25 @@ describe('idempotency keys', () => {
     keys.dropAbove(3);
     expect(seqs(['c', 'd', 'e'])).toEqual([3, null, null]);
   });
+
+  it('RecentKeys: a key added again counts from its new place; many keys keep it at its limit, evicting in order', () => {
+    const keys = new RecentKeys(3);
+    const at = (seq: number) => ({ seq, digest: 'd', result: keyedFromRecord(seq, 'a', recorded).result });
+    keys.add('a', at(1));
+    keys.add('b', at(2));
+    keys.add('a', at(3)); // a again: now the newest
+    keys.add('c', at(4));
+    keys.add('d', at(5));
+    keys.durableThrough(5);
+    expect(['a', 'b', 'c', 'd'].map((k) => keys.get(k)?.seq ?? null)).toEqual([3, null, 4, 5]);
+    const many = new RecentKeys(1000);
+    for (let seq = 1; seq <= 50_000; seq++) {
+      many.add(`k${seq}`, at(seq));
+      if (seq % 100 === 0) many.durableThrough(seq - 50);
+    }
+    expect(many.get('k48950')).toBeUndefined();
+    expect(many.get('k49001')?.seq).toBe(49001);
+    expect(many.get('k50000')?.seq).toBe(50000);
+  });
 });
+
