@@ -17,6 +17,11 @@ export interface LoadSpec {
   method: 'GET' | 'POST';
   headers?: Record<string, string>;
   body?: string;
+  /**
+   * Header sets taken in turn, one per request, round robin (e.g. many orgs' keys), over
+   * `headers`. wrk builds the requests once in its Lua setup and hands them out in `request()`.
+   */
+  rotate?: Record<string, string>[];
   connections: number;
   durationSec: number;
 }
@@ -112,6 +117,14 @@ function wrkScript(spec: LoadSpec): string {
     lines.push(`wrk.headers[${luaString(name)}] = ${luaString(value)}`);
   }
   if (spec.body !== undefined) lines.push(`wrk.body = ${luaString(spec.body)}`);
+  if (spec.rotate !== undefined && spec.rotate.length > 0) {
+    // Each thread builds the requests once; request() takes them in turn (no per-request work).
+    lines.push('local sets = {');
+    for (const set of spec.rotate) lines.push(`  { ${Object.entries(set).map(([name, value]) => `[${luaString(name)}] = ${luaString(value)}`).join(', ')} },`);
+    lines.push('}', 'local requests = {}', 'local n = 0', 'local at = 0', 'init = function(args)');
+    lines.push('  for i, set in ipairs(sets) do', '    local h = {}', '    for k, v in pairs(wrk.headers) do h[k] = v end', '    for k, v in pairs(set) do h[k] = v end', '    requests[i] = wrk.format(nil, nil, h)', '  end', '  n = #sets');
+    lines.push('end', 'request = function()', '  at = at % n + 1', '  return requests[at]', 'end');
+  }
   lines.push('');
   return lines.join('\n');
 }
@@ -205,6 +218,7 @@ async function runAutocannon(spec: LoadSpec): Promise<LoadResult> {
   };
   if (spec.headers !== undefined) options.headers = spec.headers;
   if (spec.body !== undefined) options.body = spec.body;
+  if (spec.rotate !== undefined && spec.rotate.length > 0) options.requests = spec.rotate.map((set) => ({ headers: { ...spec.headers, ...set } }));
   const result = await autocannon(options);
   const total = result.requests.total;
   const rps =

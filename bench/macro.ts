@@ -31,14 +31,23 @@ export interface Scenario {
   targets: Target[];
 }
 
-export async function startVigil(durability: 'sync' | 'process'): Promise<{ proc: StartedProcess; url: string; dir: string }> {
+/** The key of tenant org `tenant-<i>` (the many-tenants scenario). */
+export const tenantKey = (i: number): string => `vgl_bench-tenant-${String(i).padStart(4, '0')}-0123456789abcdefghijklmnop`;
+
+/**
+ * A Vigil process with the bench org seeded (key, scale plan, a public agent, one event), and
+ * `tenants` more orgs `tenant-<i>`, each with its key, on the scale plan, with the bench agent.
+ */
+export async function startVigil(durability: 'sync' | 'process', tenants = 0): Promise<{ proc: StartedProcess; url: string; dir: string }> {
   const dir = mkdtempSync(join(tmpdir(), `vigil-bench-${durability}-`));
-  // The load is far past the free plan's monthly quota: the bench org is on the scale plan.
+  // The load is far past the free plan's monthly quota: every bench org is on the scale plan.
   const store = openLmdb(dir, 'process');
   try {
     const registry = new Registry(store.registry);
-    await registry.ensureKey('bench', BENCH_KEY, 'bench');
-    await registry.setPlan('bench', 'scale');
+    for (const [org, key] of [['bench', BENCH_KEY], ...Array.from({ length: tenants }, (_, i) => [`tenant-${i}`, tenantKey(i)])] as const) {
+      await registry.ensureKey(org, key, 'bench');
+      await registry.setPlan(org, 'scale');
+    }
   } finally {
     await store.close();
   }
@@ -64,6 +73,10 @@ export async function startVigil(durability: 'sync' | 'process'): Promise<{ proc
   await post('POST', '/agents/', { agent_id: BENCH_AGENT, name: 'Bench Agent' });
   await post('PATCH', `/admin/agents/${BENCH_AGENT}`, { public: true, public_links: [{ kind: 'website', url: 'https://vigil.example/bench' }] });
   await post('POST', '/events/', JSON.parse(BENCH_EVENT));
+  for (let i = 0; i < tenants; i++) {
+    const res = await fetch(`${url}/agents/`, { method: 'POST', headers: { ...headers, authorization: `Bearer ${tenantKey(i)}` }, body: JSON.stringify({ agent_id: BENCH_AGENT, name: 'Bench Agent' }) });
+    if (!res.ok) throw new Error(`bench seed tenant-${i}: ${res.status} ${await res.text()}`);
+  }
   return { proc, url, dir };
 }
 

@@ -4,6 +4,7 @@
  */
 import type { ClusterResult } from './cluster.js';
 import type { StreamFigures } from './stream.js';
+import type { TenantFigures } from './tenants.js';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
@@ -37,6 +38,8 @@ export interface BenchReport {
   cluster?: ClusterResult;
   /** Streaming ingest beside its peers (bench/stream.ts). */
   stream?: StreamFigures & { perRequestRps: number };
+  /** One org against many (bench/tenants.ts). */
+  tenants?: TenantFigures;
   /** What a reader should know to read the figures (e.g. a load generator that caps them). */
   notes?: string[];
 }
@@ -144,6 +147,22 @@ function streamTable(s: StreamFigures & { perRequestRps: number }): Table {
   };
 }
 
+function tenantTable(t: TenantFigures): Table {
+  const rounds = (xs: number[]): string => xs.map(fmtInt).join(', ');
+  return {
+    head: ['metric', 'value'],
+    rows: [
+      ['POST /events/, one org (rounds)', rounds(t.httpSingle)],
+      [`POST /events/, ${t.orgs} orgs round robin (rounds)`, rounds(t.httpMany)],
+      ['ratio of the medians', fmtRatio(t.httpRatio)],
+      [`stream, ${t.streamShape.connections} sockets × ${t.streamShape.window} frames × ${t.streamShape.events} events, one org (rounds)`, rounds(t.streamSingle)],
+      [`stream, the same over ${t.orgs} orgs, a socket each (rounds)`, rounds(t.streamMany)],
+      ['ratio of the medians', fmtRatio(t.streamRatio)],
+    ],
+    right: [1],
+  };
+}
+
 function goalTable(r: BenchReport): Table {
   return {
     head: ['', 'goal', 'target', 'measured'],
@@ -159,6 +178,7 @@ function sections(r: BenchReport): [string, Table][] {
     ['Ledger', ledgerTable(r)],
     ...(r.cluster === undefined ? [] : [['Cluster', clusterTable(r.cluster)] as [string, Table]]),
     ...(r.stream === undefined ? [] : [['Streaming ingest', streamTable(r.stream)] as [string, Table]]),
+    ...(r.tenants === undefined ? [] : [['Many tenants', tenantTable(r.tenants)] as [string, Table]]),
     ['Goals', goalTable(r)],
   ];
 }

@@ -12,6 +12,7 @@ import { runCluster } from './cluster.js';
 import { runMacro } from './macro.js';
 import { runMicro } from './micro.js';
 import { runStream } from './stream.js';
+import { runTenants } from './tenants.js';
 import { printReport, writeReport, type BenchReport, type MacroRow, type Ratio } from './report.js';
 import { benchTargets, parseTargets } from './targets.js';
 
@@ -38,6 +39,8 @@ log('macro…');
 const macro = await runMacro(quick ? { rounds: 1, seconds: 3, warmupSeconds: 1, connections: 64, log } : { rounds: 3, seconds: 8, warmupSeconds: 1, connections: 64, log });
 log('stream…');
 const streamed = await runStream(quick ? { rounds: 1, seconds: 3, warmupSeconds: 1, connections: 64, log } : { rounds: 3, seconds: 6, warmupSeconds: 1, connections: 64, log });
+log('many tenants…');
+const tenants = await runTenants(quick ? { rounds: 1, seconds: 3, warmupSeconds: 1, connections: 64, log } : { rounds: 3, seconds: 5, warmupSeconds: 1, connections: 64, log });
 log('cluster…');
 const cluster = await runCluster(quick ? { rounds: 1, seconds: 3, warmupSeconds: 1, connections: 64, log } : { rounds: 3, seconds: 8, warmupSeconds: 1, connections: 64, log });
 const records = quick ? 200_000 : 1_000_000;
@@ -79,6 +82,8 @@ const goals: BenchReport['goals'] = [
     ? []
     : [{ name: 'streaming ingest vs JetStream R1 async publish', target: '≥ 1.0×', measured: `${per(stream.jetstreamPerSec)}×`, met: per(stream.jetstreamPerSec) >= 1 }]),
   { name: 'streaming ingest vs bare LMDB batched append', target: '≥ 0.5×', measured: `${per(stream.lmdbRowsPerSec)}×`, met: per(stream.lmdbRowsPerSec) >= 0.5 },
+  { name: `${tenants.orgs} orgs vs one org, POST /events/ (same run)`, target: '≥ 0.9×', measured: `${tenants.httpRatio}×`, met: tenants.httpRatio >= 0.9 },
+  { name: `${tenants.orgs} orgs vs one org, stream (same run)`, target: '≥ 0.9×', measured: `${tenants.streamRatio}×`, met: tenants.streamRatio >= 0.9 },
   { name: 'ledger verification', target: '≥ 300,000 records/s', measured: `${ledger.verifyRecordsPerSec.toLocaleString('en-US')} records/s`, met: ledger.verifyRecordsPerSec >= 300_000 },
   { name: `restart until ready, from checkpoints${scale}`, target: '≤ 10 s (1M records)', measured: `${(ledger.warmReadyMs / 1000).toFixed(2)} s`, met: ledger.warmReadyMs <= 10_000 },
   { name: `first start until ready, whole ledger${scale}`, target: '≤ 10 s (1M records)', measured: `${(ledger.coldReadyMs / 1000).toFixed(2)} s`, met: ledger.coldReadyMs <= 10_000 },
@@ -104,6 +109,7 @@ const report: BenchReport = {
   ledger: { ...ledger },
   ...(cluster === null ? {} : { cluster }),
   stream,
+  tenants,
   goals,
   notes,
 };

@@ -49,7 +49,7 @@ export async function runStream(options: MacroOptions): Promise<StreamFigures> {
   try {
     for (let round = 1; round <= options.rounds; round++) {
       const spec: StreamLoadSpec = { url: `${vigil.url.replace('http', 'ws')}/events/stream`, key: BENCH_KEY, ...SHAPE, seconds: options.seconds, warmup: options.warmupSeconds, event };
-      const [result, serverCpu] = await Promise.all([child<StreamLoadResult>('bench/stream-load.ts', spec), cpuOver(vigil.proc.pid, options.warmupSeconds, options.seconds)]);
+      const [result, serverCpu] = await Promise.all([streamChild(spec), cpuOver(vigil.proc.pid, options.warmupSeconds, options.seconds)]);
       rounds.push(result);
       cpu.push(serverCpu);
       options.log(`round ${round}/${options.rounds}  stream ${SHAPE.connections}×${SHAPE.window} frames of ${SHAPE.events}  ${result.eventsPerSec.toString().padStart(7)} events/s  p99 ${result.p99} ms/frame  errors ${result.errors}  cpu server ${serverCpu.toFixed(2)} load ${(result.cpuSeconds / result.seconds).toFixed(2)}`);
@@ -98,6 +98,9 @@ async function lmdbRate(size: number, seconds: number): Promise<number> {
     await target.teardown?.();
   }
 }
+
+/** The stream load generator, in its own process. */
+export const streamChild = (spec: StreamLoadSpec): Promise<StreamLoadResult> => child<StreamLoadResult>('bench/stream-load.ts', spec);
 
 /** Runs a bench script as its own Node process and returns the JSON it prints last. */
 function child<T>(script: string, spec: unknown): Promise<T> {
