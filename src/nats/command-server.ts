@@ -2,7 +2,7 @@ import type { Msg, NatsConnection, Subscription } from '@nats-io/transport-node'
 import type { CommandHandler, ServeOptions } from '../bus/command-router.js';
 import type { Logger } from '../log.js';
 import { Coalescer, type Keyed } from './coalescer.js';
-import { decodeRequest, encodeAnswer, isPack, packFrames, requestOrg, unpackFrames, type WireAnswer } from './command-wire.js';
+import { decodeRequest, encodeAnswer, isPack, packFrames, packLimit, packRuns, requestOrg, unpackFrames, type WireAnswer } from './command-wire.js';
 
 interface Served {
   handler: CommandHandler;
@@ -181,8 +181,14 @@ export class CommandServer {
   }
 
   private answer(destination: string, entries: Keyed[]): void {
-    if (entries.length > 1 && destination.startsWith(PACKED)) return this.send(`${destination.slice(PACKED.length)}.batch`, packFrames(entries));
-    for (const [reply, data] of entries) this.send(reply, data);
+    if (entries.length === 1 || !destination.startsWith(PACKED)) {
+      for (const [reply, data] of entries) this.send(reply, data);
+      return;
+    }
+    for (const run of packRuns(entries, packLimit(this.nc))) {
+      if (run.length === 1) this.send(run[0]![0], run[0]![1]);
+      else this.send(`${destination.slice(PACKED.length)}.batch`, packFrames(run));
+    }
   }
 
   private send(subject: string, data: Uint8Array): void {

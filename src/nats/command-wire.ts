@@ -92,6 +92,33 @@ export function packFrames(entries: readonly (readonly [string, Uint8Array])[]):
   return out;
 }
 
+/**
+ * Entries in runs that each pack within `limit` bytes (a server's max_payload), in order; an entry
+ * too large to share a pack with any other goes alone (as a plain message it may still fit).
+ */
+export function packRuns(entries: readonly (readonly [string, Uint8Array])[], limit: number): (readonly [string, Uint8Array])[][] {
+  const runs: (readonly [string, Uint8Array])[][] = [];
+  let run: (readonly [string, Uint8Array])[] = [];
+  let size = 2;
+  for (const entry of entries) {
+    const cost = 6 + utf8In.encode(entry[0]).length + entry[1].length;
+    if (run.length > 0 && size + cost > limit) {
+      runs.push(run);
+      run = [];
+      size = 2;
+    }
+    run.push(entry);
+    size += cost;
+  }
+  if (run.length > 0) runs.push(run);
+  return runs;
+}
+
+/** The most a pack may hold on `nc`: the server's max_payload less room for the protocol line and headers. */
+export function packLimit(nc: { info?: { max_payload: number } }): number {
+  return Math.max(64 * 1024, (nc.info?.max_payload ?? 1024 * 1024) - 4096);
+}
+
 export const isPack = (data: Uint8Array): boolean => data.length >= 2 && data[0] === 0xff && data[1] === 0xff;
 
 /** The entries of a pack, or null if it is not one or is cut short anywhere. */

@@ -5,7 +5,7 @@ import type { OrgCommand, ReplyTo } from '../bus/messages.js';
 import type { Logger } from '../log.js';
 import { CommandServer } from './command-server.js';
 import { Coalescer, type Keyed } from './coalescer.js';
-import { decodeAnswer, encodeRequest, packFrames, unpackFrames, type WireAnswer } from './command-wire.js';
+import { decodeAnswer, encodeRequest, packFrames, packLimit, packRuns, unpackFrames, type WireAnswer } from './command-wire.js';
 import { Mailbox, type Signal } from './mailbox.js';
 import { DEFAULT_PARTITIONS, partitionOf } from './partition.js';
 
@@ -106,6 +106,7 @@ export class NatsCommandRouter implements CommandRouter {
    */
   private readonly orgs = new Map<string, { sent: Promise<unknown>; tickets: number; gate: Promise<void> | null; gateTicket: number }>();
   private closed = false;
+  private readonly log: Logger | undefined;
 
   private constructor(
     private readonly nc: NatsConnection,
@@ -114,6 +115,7 @@ export class NatsCommandRouter implements CommandRouter {
     private readonly ownsConnection: boolean,
   ) {
     this.prefix = options.prefix ?? 'vigil.cmd';
+    this.log = options.log;
     this.partitions = options.partitions ?? DEFAULT_PARTITIONS;
     partitionOf('', this.partitions); // validates the count
     this.now = options.now ?? Date.now;
@@ -288,18 +290,24 @@ export class NatsCommandRouter implements CommandRouter {
    */
   private publish(subject: string, entries: Keyed[]): void {
     if (this.nc.isClosed()) return; // the requests meet silence, then their deadline
-    try {
-      if (entries.length === 1) return this.nc.publish(subject, entries[0]![1], { reply: entries[0]![0] });
-      const reply = `${this.inbox}.p${++this.next}`;
-      const now = this.now();
-      for (const [key, pack] of this.packs) {
-        if (now - pack.at < PACK_MEMORY_MS) break;
-        this.packs.delete(key);
+    for (const run of packRuns(entries, packLimit(this.nc))) {
+      try {
+        if (run.length === 1) {
+          this.nc.publish(subject, run[0]![1], { reply: run[0]![0] });
+          continue;
+        }
+        const reply = `${this.inbox}.p${++this.next}`;
+        const now = this.now();
+        for (const [key, pack] of this.packs) {
+          if (now - pack.at < PACK_MEMORY_MS) break;
+          this.packs.delete(key);
+        }
+        this.packs.set(reply, { replies: run.map(([key]) => key), at: now });
+        this.nc.publish(subject, packFrames(run), { reply });
+      } catch (error) {
+        // Closed meanwhile, or a lone request over the server's max payload: silence, then the deadline.
+        this.log?.warn({ err: error, subject }, 'command router: requests could not be sent');
       }
-      this.packs.set(reply, { replies: entries.map(([key]) => key), at: now });
-      this.nc.publish(subject, packFrames(entries), { reply });
-    } catch {
-      // The connection closed meanwhile: as above.
     }
   }
 

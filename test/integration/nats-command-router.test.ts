@@ -209,6 +209,31 @@ run('NatsCommandRouter on a 3-node nats cluster', () => {
     expect(packedAnswers.length).toBeLessThan(20);
   });
 
+  it('a turn\'s requests past the server\'s max payload go in several packs, and their many answers too: every one answered, in order', async () => {
+    const [a, front] = await nodes(2);
+    const taken: number[] = [];
+    a!.router.serve((command) => {
+      taken.push(numberOf(command));
+      return Promise.resolve(ok(command, 'a'));
+    }, { owns: () => true });
+    let messages = 0;
+    // On the requester's own connection: its server has the interest at once.
+    front!.nc.subscribe(a!.router.subjectOf('big'), { callback: () => void messages++ });
+    await sleep(100);
+    const big = (n: number): OrgCommand => {
+      const command = ingest('big', n);
+      if (command.type === 'event.ingest') command.event.payload = { n, pad: 'x'.repeat(2000) };
+      return command;
+    };
+    // ~2 KB each: 1500 of them are three times a 1 MB max_payload.
+    const replies = await Promise.all(Array.from({ length: 1500 }, (_, n) => front!.router.request(big(n), { deadline: Date.now() + 20_000 })));
+    expect(replies.map(valueOf)).toEqual(Array.from({ length: 1500 }, (_, n) => ({ event_id: n, tag: 'a' })));
+    expect(taken).toEqual(Array.from({ length: 1500 }, (_, n) => n));
+    // Sent once, in a few packs within the limit: none refused by the server and sent again.
+    expect(messages).toBeGreaterThanOrEqual(3);
+    expect(messages).toBeLessThanOrEqual(10);
+  });
+
   it('the owner says `accepted` before its reply even for a command decided at once (it precedes any append of the command on the owner\'s connection)', async () => {
     const [a, raw] = await nodes(2);
     a!.router.serve(async (command) => {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { OrgCommand } from '../../src/bus/messages.js';
-import { decodeAnswer, decodeRequest, encodeAnswer, encodeRequest, isPack, packFrames, requestOrg, unpackFrames } from '../../src/nats/command-wire.js';
+import { decodeAnswer, decodeRequest, encodeAnswer, encodeRequest, isPack, packFrames, packRuns, requestOrg, unpackFrames } from '../../src/nats/command-wire.js';
 
 const command = (org: string): OrgCommand => ({
   type: 'event.ingest',
@@ -53,4 +53,15 @@ describe('command wire (NatsCommandRouter)', () => {
     for (const cut of [3, 10, pack.length - 1]) expect(unpackFrames(pack.subarray(0, cut))).toBeNull();
     expect(unpackFrames(packFrames([]))).toEqual([]);
   });
+
+  it('splits entries into packs within a size limit, in order; an entry too large for company goes alone', () => {
+    const entry = (i: number, size: number): [string, Uint8Array] => [`_INBOX.x.${i}`, new Uint8Array(size).fill(i)];
+    const entries = [entry(1, 300), entry(2, 300), entry(3, 300), entry(4, 5000), entry(5, 10), entry(6, 10)];
+    const runs = packRuns(entries, 1000);
+    expect(runs.flat()).toEqual(entries);
+    for (const run of runs) if (run.length > 1) expect(packFrames(run).length).toBeLessThanOrEqual(1000);
+    expect(runs.map((run) => run.length)).toEqual([3, 1, 2]);
+    expect(packRuns([], 1000)).toEqual([]);
+  });
 });
+
