@@ -133,16 +133,25 @@ export async function runMacro(options: MacroOptions): Promise<MacroRow[]> {
  */
 export async function measure(scenarios: Scenario[], options: MacroOptions): Promise<MacroRow[]> {
   const samples = new Map<string, LoadResult[]>();
+  const specOf = (scenario: Scenario, target: Target) => ({
+    url: target.url + scenario.path,
+    method: scenario.method,
+    headers: scenario.headers,
+    ...(scenario.body === undefined ? {} : { body: scenario.body }),
+    connections: options.connections,
+  });
+  // One longer warm-up of every target first (JIT, caches, LMDB's map), so round 1 is not the
+  // first to meet a cold process.
+  if (options.warmupSeconds > 0) {
+    for (const scenario of scenarios) for (const target of scenario.targets) await runLoad({ ...specOf(scenario, target), durationSec: options.warmupSeconds * 3 });
+  }
   for (let round = 1; round <= options.rounds; round++) {
     for (const scenario of scenarios) {
-      for (const target of scenario.targets) {
-        const spec = {
-          url: target.url + scenario.path,
-          method: scenario.method,
-          headers: scenario.headers,
-          ...(scenario.body === undefined ? {} : { body: scenario.body }),
-          connections: options.connections,
-        };
+      // The order of the targets alternates round by round, so a drift of the machine over a
+      // round (or whatever ran just before) does not always favour the same target.
+      const targets = round % 2 === 1 ? scenario.targets : [...scenario.targets].reverse();
+      for (const target of targets) {
+        const spec = specOf(scenario, target);
         if (options.warmupSeconds > 0) await runLoad({ ...spec, durationSec: options.warmupSeconds });
         const result = await runLoad({ ...spec, durationSec: options.seconds });
         const key = `${scenario.name}\u0000${target.name}`;
@@ -159,6 +168,7 @@ export async function measure(scenarios: Scenario[], options: MacroOptions): Pro
         scenario: scenario.name,
         target: target.name,
         rps: Math.round(mean(runs.map((r) => r.rps))),
+        rounds: runs.map((r) => Math.round(r.rps)),
         p50: median(runs.map((r) => r.p50)),
         p99: median(runs.map((r) => r.p99)),
         errors: runs.reduce((n, r) => n + r.errors, 0),

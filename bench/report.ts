@@ -11,7 +11,10 @@ import { join } from 'node:path';
 export interface MacroRow {
   scenario: string;
   target: string;
+  /** Mean over the rounds. */
   rps: number;
+  /** req/s of each round, in round order (ratios are the median of the per-round ratios). */
+  rounds?: number[];
   p50: number;
   p99: number;
   errors: number;
@@ -21,7 +24,9 @@ export interface MacroRow {
 export interface Ratio {
   scenario: string;
   against: string;
+  /** The median of the per-round ratios. */
   ratio: number;
+  rounds?: number[];
   goal?: number;
 }
 
@@ -107,9 +112,9 @@ function macroRowsTable(macro: MacroRow[]): Table {
 
 function ratioTable(r: BenchReport): Table {
   return {
-    head: ['scenario', 'against', 'ratio', 'goal'],
-    rows: r.ratios.map((x) => [x.scenario, x.against, fmtRatio(x.ratio), x.goal === undefined ? '—' : `≥ ${fmtRatio(x.goal)}`]),
-    right: [2, 3],
+    head: ['scenario', 'against', 'ratio (median of rounds)', 'rounds', 'goal'],
+    rows: r.ratios.map((x) => [x.scenario, x.against, fmtRatio(x.ratio), (x.rounds ?? []).map(fmtRatio).join(' '), x.goal === undefined ? '—' : `≥ ${fmtRatio(x.goal)}`]),
+    right: [2, 4],
   };
 }
 
