@@ -28,6 +28,12 @@ export interface VigilClientOptions {
   backoff?: { initialMs?: number; maxMs?: number };
   /** Prefix of the idempotency keys given to events without one (default: random per client). */
   keyPrefix?: string;
+  /**
+   * Events the client holds unanswered, at most (default 100,000): past it `ingest` rejects at once
+   * with `overloaded`, so a runtime producing faster than the server takes sees it instead of
+   * growing without bound. Retry after some are answered (or after `flush()`).
+   */
+  maxQueued?: number;
 }
 
 /** An event the server refused (its `{error}` result), or the client closed before it was answered. */
@@ -94,10 +100,14 @@ export class VigilClient {
   /** Events refused for now and waiting to be queued again. */
   private requeued = 0;
   private idle: (() => void)[] = [];
+  /** Events given to `ingest` and not yet settled. */
+  private held = 0;
 
   constructor(options: VigilClientOptions) {
     const maxBatch = options.maxBatch ?? 500;
     if (!Number.isInteger(maxBatch) || maxBatch < 1 || maxBatch > 1000) throw new RangeError('maxBatch is 1–1000');
+    const maxQueued = options.maxQueued ?? 100_000;
+    if (!Number.isInteger(maxQueued) || maxQueued < 1) throw new RangeError('maxQueued is a positive integer');
     this.opts = {
       url: options.url.replace(/\/+$/, ''),
       key: options.key,
@@ -108,6 +118,7 @@ export class VigilClient {
       maxInFlight: options.maxInFlight ?? 16,
       backoff: { initialMs: options.backoff?.initialMs ?? 100, maxMs: options.backoff?.maxMs ?? 5000 },
       keyPrefix: options.keyPrefix ?? `c-${randomBytes(6).toString('hex')}`,
+      maxQueued,
     };
     this.useHttp = this.opts.transport === 'http';
   }
@@ -115,9 +126,19 @@ export class VigilClient {
   /** Sends one event; resolves with its result once durable, rejects with VigilClientError if refused. */
   ingest(event: VigilEvent): Promise<IngestResult> {
     if (this.closed) return Promise.reject(new VigilClientError('closed', 'the client is closed'));
+    if (this.held >= this.opts.maxQueued) {
+      return Promise.reject(new VigilClientError('overloaded', `the client holds ${this.held} events not yet answered (maxQueued); send this one again once some are`));
+    }
     const keyed = { ...event, idempotency_key: event.idempotency_key ?? `${this.opts.keyPrefix}-${++this.nextKey}` };
+    this.held++;
     return new Promise((resolve, reject) => {
-      this.queue.push({ event: keyed, size: JSON.stringify(keyed).length, resolve, reject });
+      const settled = (): void => void this.held--;
+      this.queue.push({
+        event: keyed,
+        size: JSON.stringify(keyed).length,
+        resolve: (result) => (settled(), resolve(result)),
+        reject: (error) => (settled(), reject(error)),
+      });
       if (this.queue.length >= this.opts.maxBatch) this.pump();
       else this.timer ??= setTimeout(() => this.pump(), this.opts.lingerMs);
     });
@@ -130,12 +151,23 @@ export class VigilClient {
     return new Promise((resolve) => this.idle.push(resolve));
   }
 
-  /** Sends what is queued, waits for every answer, then closes the connection. */
-  async close(): Promise<void> {
-    await this.flush();
+  /**
+   * Sends what is queued, waits for every answer, then closes the connection. With `timeoutMs`,
+   * events still unanswered then are rejected with `closed` (each may or may not be recorded:
+   * sent again with its idempotency key, by any client, it is recorded once).
+   */
+  async close(options: { timeoutMs?: number } = {}): Promise<void> {
+    const { timeoutMs } = options;
+    if (timeoutMs === undefined) await this.flush();
+    else {
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([this.flush(), new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs)))]);
+      clearTimeout(timer);
+    }
     this.closed = true;
     if (this.timer !== null) clearTimeout(this.timer);
     if (this.retryTimer !== null) clearTimeout(this.retryTimer);
+    this.failAll(new VigilClientError('closed', 'the client closed before this event was answered; it may or may not be recorded: send it again with its idempotency key'));
     this.ws?.close();
     this.ws = null;
   }
@@ -253,6 +285,10 @@ export class VigilClient {
       this.requeued += again.length;
       setTimeout(() => {
         this.requeued -= again.length;
+        if (this.closed) {
+          for (const entry of again) entry.reject(new VigilClientError('closed', 'the client closed before this event was answered; send it again with its idempotency key'));
+          return this.settleIdle();
+        }
         this.queue.unshift(...again);
         this.pump();
       }, this.opts.backoff.initialMs);

@@ -64,6 +64,38 @@ describe('VigilClient', () => {
     await client.close();
   });
 
+  it('holds at most maxQueued events: past it ingest is refused overloaded at once, and taken again once some are answered', async () => {
+    const client = new VigilClient({ url: server.url, key: ADMIN_KEY, maxQueued: 10 });
+    const first = Array.from({ length: 10 }, (_, n) => client.ingest(event(200_000 + n)));
+    await expect(client.ingest(event(200_010))).rejects.toMatchObject({ code: 'overloaded' });
+    expect((await Promise.all(first)).every((r) => typeof r.event_id === 'number')).toBe(true);
+    expect(typeof (await client.ingest(event(200_011))).event_id).toBe('number');
+    await client.close();
+  });
+
+  it('close({timeoutMs}) with the server stopped rejects what is unanswered as closed, in time; sent again with the same keys, each is recorded once', async () => {
+    const before = (await rows()).length;
+    const warm = new VigilClient({ url: server.url, key: ADMIN_KEY });
+    await warm.ingest(event(300_000)); // the socket is open before the server stops
+    const events = Array.from({ length: 5 }, (_, n) => ({ ...event(300_001 + n), idempotency_key: `close-timeout-${n}` }));
+    server.child.kill('SIGSTOP');
+    try {
+      const pending = events.map((e) => warm.ingest(e));
+      const started = Date.now();
+      await warm.close({ timeoutMs: 300 });
+      expect(Date.now() - started).toBeLessThan(3_000);
+      for (const outcome of await Promise.allSettled(pending)) expect(outcome).toMatchObject({ status: 'rejected', reason: { code: 'closed' } });
+    } finally {
+      server.child.kill('SIGCONT');
+    }
+    const again = new VigilClient({ url: server.url, key: ADMIN_KEY });
+    const results = await Promise.all(events.map((e) => again.ingest(e)));
+    await again.close();
+    expect(new Set(results.map((r) => r.event_id)).size).toBe(5);
+    const keyed = (await rows()).slice(before).filter((r) => r.kind === 'event' && String(r.body.idempotency_key).startsWith('close-timeout-'));
+    expect(keyed.map((r) => r.body.idempotency_key).sort()).toEqual(events.map((e) => e.idempotency_key).sort());
+  }, 30_000);
+
   it('server killed (kill -9) and restarted mid-stream: the client reconnects, resends, and each event is in the ledger exactly once', async () => {
     const before = (await rows()).length;
     const client = new VigilClient({ url: server.url, key: ADMIN_KEY, maxBatch: 50, lingerMs: 1, backoff: { initialMs: 50, maxMs: 500 } });
