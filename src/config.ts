@@ -54,6 +54,8 @@ const envSchema = z.object({
   VIGIL_KEY_RATE_LIMIT: z.coerce.number().int().min(0).default(0),
   VIGIL_MAX_PENDING: z.coerce.number().int().min(1).default(10_000),
   VIGIL_STREAM_MAX_FRAMES: z.coerce.number().int().min(1).max(10_000).default(64),
+  // uWebSockets.js takes idle timeouts of 8–960 s in steps of 4.
+  VIGIL_STREAM_IDLE_SECONDS: z.coerce.number().int().min(8).max(960).multipleOf(4).default(120),
   VIGIL_DURABILITY: z.enum(['sync', 'process']).default('sync'),
   VIGIL_LOG_LEVEL: z.enum(LOG_LEVELS).default('info'),
   VIGIL_CHECKPOINT_SECONDS: z.coerce.number().int().min(1).default(60),
@@ -85,6 +87,8 @@ export interface Config {
   keyRateLimitPerSecond: number;
   /** Frames of one `GET /events/stream` connection taken and not yet answered; past it, `overloaded`. */
   streamMaxFrames: number;
+  /** Seconds a `GET /events/stream` connection may be silent before it is pinged; a peer that does not answer is closed after as long again. */
+  streamIdleSeconds: number;
   maxPendingPerOrg: number;
   durability: 'sync' | 'process';
   logLevel: LogLevel;
@@ -147,6 +151,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     keyRateLimitPerSecond: e.VIGIL_KEY_RATE_LIMIT,
     maxPendingPerOrg: e.VIGIL_MAX_PENDING,
     streamMaxFrames: e.VIGIL_STREAM_MAX_FRAMES,
+    streamIdleSeconds: e.VIGIL_STREAM_IDLE_SECONDS,
     durability: e.VIGIL_DURABILITY,
     logLevel: e.VIGIL_LOG_LEVEL,
     checkpointSeconds: e.VIGIL_CHECKPOINT_SECONDS,

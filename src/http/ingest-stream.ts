@@ -24,8 +24,6 @@ const MAX_HELD_ANSWERS = 1024;
 const unpackr = new Unpackr({ int64AsType: 'number', mapsAsObjects: true, useRecords: false });
 /** Answers are held (not sent) while the socket buffers more than this for a slow reader. */
 const HIGH_WATER_BYTES = 1024 * 1024;
-/** Seconds without traffic before uWebSockets.js pings; a peer that does not answer is closed. */
-export const IDLE_TIMEOUT_SECONDS = 120;
 
 const frameSchema = z.strictObject({
   id: z.union([z.string().max(256), z.number().int()]),
@@ -56,7 +54,8 @@ interface StreamConn {
 export function mountIngestStream(app: uws.TemplatedApp, deps: AppDeps, routerDeps: RouterDeps): void {
   app.ws<StreamConn>(STREAM_PATH, {
     maxPayloadLength: MAX_MESSAGE_BYTES,
-    idleTimeout: IDLE_TIMEOUT_SECONDS,
+    // Seconds without traffic before uWebSockets.js pings (VIGIL_STREAM_IDLE_SECONDS); a peer that does not answer is closed.
+    idleTimeout: deps.config.streamIdleSeconds,
     sendPingsAutomatically: true,
     maxBackpressure: 64 * 1024 * 1024,
     upgrade: (res, req, context) => {

@@ -203,6 +203,37 @@ describeModes('ingest stream', (m) => {
     expect(answers.every((a) => a.results?.length === 500)).toBe(true);
   }, 60_000);
 
+  // The socket's idle handling is uWebSockets.js's, the same in both modes: tested once (it takes ~30 s).
+  it.runIf(m.mode === 'embedded')('pings a silent connection after VIGIL_STREAM_IDLE_SECONDS, keeps one that answers, and closes one that does not', async () => {
+    const idle = await m.start({ VIGIL_STREAM_IDLE_SECONDS: '8' });
+    try {
+      await call(idle.url, 'POST', '/agents/', { body: { agent_id: 'agent-s', name: 'S' } });
+      const answering = await open(idle.url);
+      const silent = await open(idle.url);
+      clients.push(answering, silent);
+      let pings = 0;
+      answering.ws.on('ping', () => void pings++); // ws answers each with a pong
+      let closed = false;
+      silent.ws.on('close', () => void (closed = true));
+      const socket = (silent.ws as unknown as { _socket: { pause(): void; resume(): void } })._socket;
+      socket.pause(); // it reads nothing, so it never answers a ping
+      const started = Date.now();
+      while (pings === 0 && Date.now() - started < 20_000) await new Promise((r) => setTimeout(r, 250));
+      expect(pings).toBeGreaterThan(0);
+      // A ping unanswered for another idle period closes the connection.
+      await new Promise((r) => setTimeout(r, Math.max(0, 26_000 - (Date.now() - started))));
+      socket.resume();
+      const until = Date.now() + 5_000;
+      while (!closed && Date.now() < until) await new Promise((r) => setTimeout(r, 100));
+      expect(closed).toBe(true);
+      expect(answering.ws.readyState).toBe(WebSocket.OPEN);
+      answering.send({ id: 'still', events: [event()] });
+      expect((await answering.next())[0].results).toHaveLength(1);
+    } finally {
+      await idle.close();
+    }
+  }, 60_000);
+
   it('refuses the upgrade as HTTP: 401 without a key, 403 without events:write, 400 for an unknown subprotocol', async () => {
     await expect(open(server.url, { key: null })).rejects.toMatchObject({ status: 401 });
     const reviewer = (await call(server.url, 'POST', '/admin/keys', { body: { scopes: ['review'] } })).body.key;

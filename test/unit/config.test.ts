@@ -17,6 +17,8 @@ describe('loadConfig', () => {
       webhookAllowPrivate: false,
       keyRateLimitPerSecond: 0,
       maxPendingPerOrg: 10_000,
+      streamMaxFrames: 64,
+      streamIdleSeconds: 120,
       cluster: undefined,
       bootstrap: undefined,
     });
@@ -110,6 +112,9 @@ describe('loadConfig', () => {
       { VIGIL_WEBHOOK_RETRY_SCHEDULE: '60,,300' },
       { VIGIL_WEBHOOK_RETRY_SCHEDULE: '60,' },
       { VIGIL_WEBHOOK_RETRY_SCHEDULE: '60,1e13' },
+      { VIGIL_STREAM_IDLE_SECONDS: '4' },
+      { VIGIL_STREAM_IDLE_SECONDS: '10' },
+      { VIGIL_STREAM_IDLE_SECONDS: '1000' },
     ]) {
       expect(() => loadConfig(env), JSON.stringify(env)).toThrow(ConfigError);
     }
