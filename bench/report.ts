@@ -159,10 +159,10 @@ function tenantTable(t: TenantFigures): Table {
     rows: [
       ['POST /events/, one org (rounds)', rounds(t.httpSingle)],
       [`POST /events/, ${t.orgs} orgs round robin (rounds)`, rounds(t.httpMany)],
-      ['ratio of the medians', fmtRatio(t.httpRatio)],
+      ['ratio, median of the rounds', fmtRatio(t.httpRatio)],
       [`stream, ${t.streamShape.connections} sockets × ${t.streamShape.window} frames × ${t.streamShape.events} events, one org (rounds)`, rounds(t.streamSingle)],
       [`stream, the same over ${t.orgs} orgs, a socket each (rounds)`, rounds(t.streamMany)],
-      ['ratio of the medians', fmtRatio(t.streamRatio)],
+      ['ratio, median of the rounds', fmtRatio(t.streamRatio)],
     ],
     right: [1],
   };

@@ -50,7 +50,7 @@ export class VigilClientError extends Error {
 
 interface Waiting {
   event: VigilEvent & { idempotency_key: string };
-  /** The event's JSON size: frames are cut to stay under the server's 1 MiB. */
+  /** The event's JSON size in UTF-8 bytes: frames are cut to stay under the server's 1 MiB. */
   size: number;
   resolve: (result: IngestResult) => void;
   reject: (error: Error) => void;
@@ -65,6 +65,8 @@ interface Frame {
 
 /** Frames stay under this many bytes of events (the server refuses frames over 1 MiB). */
 const MAX_FRAME_BYTES = 900 * 1024;
+/** The largest event sent (its UTF-8 JSON): alone in a frame, with the frame's envelope, it stays within the server's 1 MiB. */
+const MAX_EVENT_BYTES = 1024 * 1024 - 1024;
 
 type Outcome = IngestResult | { error: { code: string; message: string; details?: unknown } };
 type ServerAnswer = { id?: unknown; results?: Outcome[]; error?: { code: string; message: string; details?: unknown } };
@@ -130,12 +132,17 @@ export class VigilClient {
       return Promise.reject(new VigilClientError('overloaded', `the client holds ${this.held} events not yet answered (maxQueued); send this one again once some are`));
     }
     const keyed = { ...event, idempotency_key: event.idempotency_key ?? `${this.opts.keyPrefix}-${++this.nextKey}` };
+    const size = Buffer.byteLength(JSON.stringify(keyed));
+    // Alone in a frame it would still pass the server's 1 MiB: refused here, not sent (and answered `overloaded`) forever.
+    if (size > MAX_EVENT_BYTES) {
+      return Promise.reject(new VigilClientError('payload_too_large', `the event is ${size} bytes of JSON; a frame or batch holds at most ${MAX_EVENT_BYTES}`));
+    }
     this.held++;
     return new Promise((resolve, reject) => {
       const settled = (): void => void this.held--;
       this.queue.push({
         event: keyed,
-        size: JSON.stringify(keyed).length,
+        size,
         resolve: (result) => (settled(), resolve(result)),
         reject: (error) => (settled(), reject(error)),
       });

@@ -16,7 +16,7 @@ export const STREAM_PATH = '/events/stream';
 
 /** The largest frame taken; a larger one is answered `overloaded` (the socket's hard cap is 16 MiB). */
 export const MAX_FRAME_BYTES = 1024 * 1024;
-/** A message over this closes the connection (1009); between the two, it is parsed only for its id. */
+/** A message over this closes the connection (1009); between the two, it is parsed (to answer with its id) and refused `overloaded`, nothing of it taken. */
 const MAX_MESSAGE_BYTES = 2 * MAX_FRAME_BYTES;
 /** Answers a connection may hold for a reader that does not read; past it the connection is closed (1008). */
 const MAX_HELD_ANSWERS = 1024;

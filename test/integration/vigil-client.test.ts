@@ -64,6 +64,17 @@ describe('VigilClient', () => {
     await client.close();
   });
 
+  it('refuses at once an event too large for any frame (counted in UTF-8 bytes), and sends one just under the limit alone', async () => {
+    const client = new VigilClient({ url: server.url, key: ADMIN_KEY, maxBatch: 10 });
+    // 400k characters of three UTF-8 bytes each: 1.2 MB, though .length says 0.4M.
+    await expect(client.ingest({ ...event(400_000), payload: { text: '€'.repeat(400_000) } })).rejects.toMatchObject({ code: 'payload_too_large' });
+    const big = client.ingest({ ...event(400_001), payload: { text: '€'.repeat(300_000) } }); // 0.9 MB: alone in its frame
+    const small = Array.from({ length: 5 }, (_, n) => client.ingest(event(400_002 + n)));
+    expect(typeof (await big).event_id).toBe('number');
+    expect((await Promise.all(small)).every((r) => typeof r.event_id === 'number')).toBe(true);
+    await client.close({ timeoutMs: 10_000 });
+  });
+
   it('holds at most maxQueued events: past it ingest is refused overloaded at once, and taken again once some are answered', async () => {
     const client = new VigilClient({ url: server.url, key: ADMIN_KEY, maxQueued: 10 });
     const first = Array.from({ length: 10 }, (_, n) => client.ingest(event(200_000 + n)));

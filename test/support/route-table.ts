@@ -70,7 +70,8 @@ export const scoreRecord = (): Record<string, unknown> => ({
 
 const none = (): RouteRequest => ({});
 const register = (_: OrgIds, fresh: () => string): RouteRequest => ({ body: { agent_id: `new-${fresh()}`, name: 'New agent' } });
-const ingest = (ids: OrgIds): RouteRequest => ({ body: { agent_id: ids.agent, event_type: 'output_generated', payload: {} } });
+/** With a key of its own (DESIGN §9): the fuzzed mutations of it meet the idempotency paths too (a replay, 409 on a changed body). */
+const ingest = (ids: OrgIds, fresh: () => string): RouteRequest => ({ body: { agent_id: ids.agent, event_type: 'output_generated', payload: {}, idempotency_key: `fz-${fresh()}` } });
 const publicRecord = (ids: OrgIds): RouteRequest => ({ params: { org: ids.org, agent_id: ids.publicAgent } });
 const webhook = (ids: OrgIds): RouteRequest => ({ params: { webhook_id: String(ids.webhook) } });
 const studioAgent = (ids: OrgIds): RouteRequest => ({ params: { agent_id: ids.studioAgent } });
@@ -84,7 +85,7 @@ export const ROUTE_CASES: Readonly<Record<string, RouteCase>> = {
   'GET /agents/:agent_id': { auth: 'key', names: true, request: (ids) => ({ params: { agent_id: ids.agent } }) },
   'PATCH /admin/agents/:agent_id': { auth: 'admin', names: true, request: (ids) => ({ params: { agent_id: ids.publicAgent }, body: { public: true } }) },
   'POST /events': { auth: 'events:write', names: true, freeform: ['payload'], request: ingest },
-  'POST /events/batch': { auth: 'events:write', freeform: ['events'], request: (ids) => ({ body: { events: [ingest(ids).body] } }) },
+  'POST /events/batch': { auth: 'events:write', freeform: ['events'], request: (ids, fresh) => ({ body: { events: [ingest(ids, fresh).body] } }) },
   'GET /audit/export': { auth: 'key', request: (ids) => ({ query: { since_seq: '0', until_seq: String(ids.ledgerLength) } }) },
   'GET /audit/:agent_id/verify': { auth: 'key', names: true, request: (ids) => ({ params: { agent_id: ids.agent } }) },
   'GET /webhooks': { auth: 'admin', request: none },
