@@ -1,3 +1,5 @@
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { VigilClient, VigilClientError, type IngestResult } from '../../src/client/index.js';
 import { freePorts } from '../support/nats.js';
@@ -73,6 +75,32 @@ describe('VigilClient', () => {
     expect(typeof (await big).event_id).toBe('number');
     expect((await Promise.all(small)).every((r) => typeof r.event_id === 'number')).toBe(true);
     await client.close({ timeoutMs: 10_000 });
+  });
+
+  it('transport auto: behind a proxy that does not speak WebSocket (the upgrade answered 404), it falls back to POST /events/batch', async () => {
+    // A real HTTP proxy in front of the server: it forwards POSTs and answers anything else 404, upgrades included.
+    let batches = 0;
+    const proxy = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (chunk: Buffer) => chunks.push(chunk));
+      req.on('end', () => {
+        if (req.method !== 'POST') return void res.writeHead(404, { 'content-type': 'application/json' }).end('{"error":{"code":"not_found","message":"no such route"}}');
+        if (req.url === '/events/batch') batches++;
+        void fetch(`${server.url}${req.url}`, { method: 'POST', headers: { authorization: String(req.headers.authorization), 'content-type': 'application/json' }, body: Buffer.concat(chunks) }).then(async (answer) => {
+          res.writeHead(answer.status, { 'content-type': 'application/json' }).end(Buffer.from(await answer.arrayBuffer()));
+        });
+      });
+    });
+    await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+    try {
+      const client = new VigilClient({ url: `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`, key: ADMIN_KEY, maxBatch: 20 });
+      const results = await Promise.all(Array.from({ length: 50 }, (_, n) => client.ingest(event(500_000 + n))));
+      await client.close({ timeoutMs: 10_000 });
+      expect(new Set(results.map((r) => r.event_id)).size).toBe(50);
+      expect(batches).toBeGreaterThanOrEqual(3);
+    } finally {
+      await new Promise<void>((resolve) => proxy.close(() => resolve()));
+    }
   });
 
   it('holds at most maxQueued events: past it ingest is refused overloaded at once, and taken again once some are answered', async () => {
