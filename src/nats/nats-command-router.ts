@@ -4,8 +4,8 @@ import { DEFAULT_DEADLINE_MS, type CommandHandler, type CommandRouter, type Requ
 import type { OrgCommand, ReplyTo } from '../bus/messages.js';
 import type { Logger } from '../log.js';
 import { CommandServer } from './command-server.js';
-import { Coalescer, type Keyed } from './coalescer.js';
-import { decodeAnswer, encodeRequest, packFrames, packLimit, packRuns, unpackFrames, type WireAnswer } from './command-wire.js';
+import { decodeAnswer, encodeRequest, unpackFrames, type WireAnswer } from './command-wire.js';
+import { RequestPacker } from './request-packer.js';
 import { Mailbox, type Signal } from './mailbox.js';
 import { DEFAULT_PARTITIONS, partitionOf } from './partition.js';
 
@@ -29,9 +29,6 @@ export interface NatsCommandRouterTimings {
   /** An owner takes a command only with this long left before its deadline (see CommandServer). */
   acceptMarginMs: number;
 }
-
-/** How long a pack's reply subject is kept for "no responders" (which NATS sends at once). */
-const PACK_MEMORY_MS = 5_000;
 
 export const DEFAULT_TIMINGS: NatsCommandRouterTimings = { resendMs: 100, retryMs: 25, heartbeatMs: 500, acceptMarginMs: 50 };
 
@@ -95,10 +92,8 @@ export class NatsCommandRouter implements CommandRouter {
   private readonly inbox = createInbox();
   private readonly inboxSubscription: Subscription;
   private readonly mailboxes = new Map<string, Mailbox>();
-  /** Requests sent in one turn of the event loop, one NATS message per partition subject. */
-  private readonly outbox = new Coalescer((subject, entries) => this.publish(subject, entries));
-  /** The reply subjects of packs sent lately: "no responders" to a pack is told to each of its requests. */
-  private readonly packs = new Map<string, { replies: string[]; at: number }>();
+  /** Requests sent in one turn of the event loop, one NATS message per partition subject (or a few, within max_payload). */
+  private readonly packer: RequestPacker;
   private next = 0;
   /**
    * Per org with requests unanswered: when all of them are answered, the requests made so far,
@@ -106,7 +101,6 @@ export class NatsCommandRouter implements CommandRouter {
    */
   private readonly orgs = new Map<string, { sent: Promise<unknown>; tickets: number; gate: Promise<void> | null; gateTicket: number }>();
   private closed = false;
-  private readonly log: Logger | undefined;
 
   private constructor(
     private readonly nc: NatsConnection,
@@ -115,10 +109,10 @@ export class NatsCommandRouter implements CommandRouter {
     private readonly ownsConnection: boolean,
   ) {
     this.prefix = options.prefix ?? 'vigil.cmd';
-    this.log = options.log;
     this.partitions = options.partitions ?? DEFAULT_PARTITIONS;
     partitionOf('', this.partitions); // validates the count
     this.now = options.now ?? Date.now;
+    this.packer = new RequestPacker(nc, this.inbox, this.now, options.log);
     this.timings = { ...DEFAULT_TIMINGS, ...timings };
     this.server = new CommandServer(nc, { prefix: this.prefix, heartbeatMs: this.timings.heartbeatMs, acceptMarginMs: this.timings.acceptMarginMs, now: this.now, log: options.log });
     this.inboxSubscription = nc.subscribe(`${this.inbox}.*`, { callback: (error, msg) => (error === null ? this.deliver(msg) : undefined) });
@@ -234,7 +228,7 @@ export class NatsCommandRouter implements CommandRouter {
     const mailbox = new Mailbox();
     this.mailboxes.set(reply, mailbox);
     const subject = this.subjectOf(command.org);
-    const send = (): void => this.outbox.add(subject, reply, encodeRequest({ command, deadline, abandoned: options.abandoned?.aborted === true }));
+    const send = (): void => this.packer.add(subject, reply, encodeRequest({ command, deadline, abandoned: options.abandoned?.aborted === true }));
     try {
       send();
       let accepted = false;
@@ -284,42 +278,13 @@ export class NatsCommandRouter implements CommandRouter {
     }
   }
 
-  /**
-   * A turn's requests to one subject: alone, as a plain request; several, as one pack (answered
-   * packed to `<inbox>.batch`) under a reply subject of its own for "no responders".
-   */
-  private publish(subject: string, entries: Keyed[]): void {
-    if (this.nc.isClosed()) return; // the requests meet silence, then their deadline
-    for (const run of packRuns(entries, packLimit(this.nc))) {
-      try {
-        if (run.length === 1) {
-          this.nc.publish(subject, run[0]![1], { reply: run[0]![0] });
-          continue;
-        }
-        const reply = `${this.inbox}.p${++this.next}`;
-        const now = this.now();
-        for (const [key, pack] of this.packs) {
-          if (now - pack.at < PACK_MEMORY_MS) break;
-          this.packs.delete(key);
-        }
-        this.packs.set(reply, { replies: run.map(([key]) => key), at: now });
-        this.nc.publish(subject, packFrames(run), { reply });
-      } catch (error) {
-        // Closed meanwhile, or a lone request over the server's max payload: silence, then the deadline.
-        this.log?.warn({ err: error, subject }, 'command router: requests could not be sent');
-      }
-    }
-  }
-
   private deliver(msg: Msg): void {
     if (msg.subject === `${this.inbox}.batch`) {
       for (const [reply, data] of unpackFrames(msg.data) ?? []) this.answer(reply, data);
       return;
     }
     if (msg.data.length === 0 && msg.headers?.code === 503) {
-      const pack = this.packs.get(msg.subject);
-      this.packs.delete(msg.subject);
-      for (const reply of pack?.replies ?? [msg.subject]) this.mailboxes.get(reply)?.push({ t: 'no_responders' });
+      for (const reply of this.packer.membersOf(msg.subject)) this.mailboxes.get(reply)?.push({ t: 'no_responders' });
       return;
     }
     this.answer(msg.subject, msg.data);

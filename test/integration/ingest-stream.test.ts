@@ -16,6 +16,9 @@ interface Client {
   close(): Promise<void>;
 }
 
+/** The TCP socket under a `ws` client, to stop (and resume) reading from the server. */
+const rawSocket = (ws: WebSocket): { pause(): void; resume(): void } => (ws as unknown as { _socket: { pause(): void; resume(): void } })._socket;
+
 function open(url: string, options: { key?: string | null; protocol?: string } = {}): Promise<Client> {
   const headers: Record<string, string> = {};
   const key = options.key === undefined ? ADMIN_KEY : options.key;
@@ -192,7 +195,7 @@ describeModes('ingest stream', (m) => {
 
   it('holds answers for a reader that stops reading (backpressure) and sends them all, in order, once it reads again', async () => {
     const c = await connect();
-    const socket = (c.ws as unknown as { _socket: { pause(): void; resume(): void } })._socket;
+    const socket = rawSocket(c.ws);
     socket.pause();
     const frames = 40;
     for (let i = 0; i < frames; i++) c.send({ id: i, events: Array.from({ length: 500 }, (_, j) => event({ payload: { i, j } })) });
@@ -215,7 +218,7 @@ describeModes('ingest stream', (m) => {
       answering.ws.on('ping', () => void pings++); // ws answers each with a pong
       let closed = false;
       silent.ws.on('close', () => void (closed = true));
-      const socket = (silent.ws as unknown as { _socket: { pause(): void; resume(): void } })._socket;
+      const socket = rawSocket(silent.ws);
       socket.pause(); // it reads nothing, so it never answers a ping
       const started = Date.now();
       while (pings === 0 && Date.now() - started < 20_000) await new Promise((r) => setTimeout(r, 250));
