@@ -4,6 +4,7 @@ import { Empty, headers, type MsgHdrs, type NatsConnection } from '@nats-io/tran
 import { Packr } from 'msgpackr';
 import { silentLogger, type Logger } from '../log.js';
 import { KvFeed } from './kv-feed.js';
+import { whileSettling } from './stream-settling.js';
 import { RevisionMap, type ChangeListener, type Versioned } from './revision-map.js';
 
 export type { Versioned };
@@ -29,8 +30,6 @@ export type UpdateOutcome = { ok: true; revision: number } | { ok: false; reason
 /** Values are msgpack (DESIGN §6), as the LMDB tables hold them; they are not hashed. */
 const packr = new Packr({ useRecords: false, moreTypes: false });
 
-/** The server's code for "stream name already in use with a different configuration". */
-const STREAM_NAME_IN_USE = 10058;
 const OPERATION = 'KV-Operation';
 const KEY = /^[-/_=.a-zA-Z0-9]+$/;
 
@@ -201,20 +200,13 @@ function wrongLastSequence(error: unknown): boolean {
 
 /**
  * Opens the bucket, creating it if absent. Two nodes creating it at once with the same settings
- * both succeed; with different replicas the loser binds to the winner's, with a warning, as the
- * ledger stream does.
+ * both succeed (whileSettling waits out the moment the loser cannot see the winner's yet); with
+ * different replicas the loser binds to the winner's, with a warning, as the ledger stream does.
  */
 async function ensureBucket(js: JetStreamClient, bucket: string, replicas: number, log: Logger): Promise<KV> {
   const kvm = new Kvm(js);
-  const options = { history: 1, replicas };
-  let kv: KV;
-  try {
-    kv = await kvm.create(bucket, options);
-  } catch (error) {
-    if (!(error instanceof JetStreamApiError) || error.code !== STREAM_NAME_IN_USE) throw error;
-    kv = await kvm.create(bucket, options); // made meanwhile by another node: now it is found
-  }
-  const status = await kv.status();
+  const kv = await whileSettling(() => kvm.create(bucket, { history: 1, replicas }));
+  const status = await whileSettling(() => kv.status());
   if (status.replicas !== replicas) log.warn({ bucket, replicas: status.replicas, configured: replicas }, 'kv bucket kept with its own replica count');
   return kv;
 }

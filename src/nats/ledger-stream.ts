@@ -1,5 +1,6 @@
 import { JetStreamApiError, StorageType, type JetStreamManager, type StreamConfig } from '@nats-io/jetstream';
 import type { Logger } from '../log.js';
+import { STREAM_NAME_IN_USE, whileSettling } from './stream-settling.js';
 
 /** Where the ledger lives (DESIGN §8); tests pass their own names so cases do not meet. */
 export interface LedgerStreamNames {
@@ -10,9 +11,6 @@ export interface LedgerStreamNames {
 }
 
 export const LEDGER_STREAM: LedgerStreamNames = { stream: 'VIGIL_LEDGER', subjectPrefix: 'vigil.ledger' };
-
-/** The server's code for "stream name already in use with a different configuration". */
-const STREAM_NAME_IN_USE = 10058;
 
 /** An org names one subject token: the org slug rule (domain/schemas.ts) keeps it one. */
 const TOKEN = /^[A-Za-z0-9_-]+$/;
@@ -50,7 +48,7 @@ export async function ensureKeptStream(jsm: JetStreamManager, names: LedgerStrea
     await jsm.streams.add(config);
   } catch (error) {
     if (!(error instanceof JetStreamApiError) || error.code !== STREAM_NAME_IN_USE) throw error;
-    const existing = (await jsm.streams.info(names.stream)).config;
+    const existing = (await whileSettling(() => jsm.streams.info(names.stream))).config; // made a moment ago by another node
     const kept =
       existing.subjects?.length === 1 &&
       existing.subjects[0] === config.subjects[0] &&

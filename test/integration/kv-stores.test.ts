@@ -92,6 +92,17 @@ run('KV stores on a 3-node cluster (R3)', () => {
     await expect.poll(() => here.planOf('acme').name, { timeout: 5000, interval: 5 }).toBe('free');
   });
 
+  it('opens a new bucket that three nodes create at once, each through its own server (the old code failed its first try: "stream not found" or no answer)', async () => {
+    const ncs = [await nodeConnection(0), await nodeConnection(1), await nodeConnection(2)];
+    for (let i = 0; i < 3; i++) {
+      const bucket = `race${++suite}_${i}`;
+      const opened = await Promise.all(ncs.map((nc) => KvMirror.open<{ n: number }>(nc, { bucket, replicas: 3, log: silentLogger() })));
+      closing.push(...opened);
+      expect(await opened[0]!.create('k', { n: i })).toMatchObject({ ok: true });
+      await expect.poll(() => opened.map((m) => m.get('k')?.n), { timeout: 5000 }).toEqual([i, i, i]);
+    }
+  }, 60_000);
+
   it('gives the last sandbox request of a key to exactly one of two nodes using it at once', async () => {
     const names = `use${++suite}`;
     const [a, b] = [await storesOn(0, names), await storesOn(2, names)];
