@@ -37,6 +37,7 @@ export const tenantKey = (i: number): string => `vgl_bench-tenant-${String(i).pa
 /**
  * A Vigil process with the bench org seeded (key, scale plan, a public agent, one event), and
  * `tenants` more orgs `tenant-<i>`, each with its key, on the scale plan, with the bench agent.
+ * With `VIGIL_BENCH_PROFILE=<dir>` it runs under `--cpu-prof`, writing its profile there on exit.
  */
 export async function startVigil(durability: 'sync' | 'process', tenants = 0): Promise<{ proc: StartedProcess; url: string; dir: string }> {
   const dir = mkdtempSync(join(tmpdir(), `vigil-bench-${durability}-`));
@@ -53,7 +54,7 @@ export async function startVigil(durability: 'sync' | 'process', tenants = 0): P
   }
   const proc = await startProcess(
     `vigil-${durability}`,
-    ['--import', 'tsx', 'src/main.ts', 'serve'],
+    [...profileFlags(), '--import', 'tsx', 'src/main.ts', 'serve'],
     {
       VIGIL_PORT: '0',
       VIGIL_DATA_DIR: dir,
@@ -78,6 +79,12 @@ export async function startVigil(durability: 'sync' | 'process', tenants = 0): P
     if (!res.ok) throw new Error(`bench seed tenant-${i}: ${res.status} ${await res.text()}`);
   }
   return { proc, url, dir };
+}
+
+/** Node flags that profile a Vigil process of the bench (VIGIL_BENCH_PROFILE names the directory). */
+function profileFlags(): string[] {
+  const dir = process.env.VIGIL_BENCH_PROFILE;
+  return dir === undefined || dir === '' ? [] : ['--cpu-prof', `--cpu-prof-dir=${dir}`];
 }
 
 export interface MacroOptions {
