@@ -2,12 +2,13 @@
  * The stream bench's load generator, run as its own process (`node --import tsx
  * bench/stream-load.ts <json>`) so it does not share the server's thread: `connections` WebSockets
  * to `GET /events/stream`, each keeping `window` frames of `events` events in flight, for
- * `seconds` after `warmup` seconds. Every event carries an idempotency key, as VigilClient gives
- * it. Prints one JSON line: events/s, frame latency percentiles, this process's CPU seconds, and
+ * `seconds` after `warmup` seconds. With `keyed`, every event carries an idempotency key, as
+ * VigilClient gives them. Prints one JSON line: events/s, frame latency percentiles, this process's CPU seconds, and
  * the count of events not answered with a result (errors).
  */
 import { pack, Unpackr } from 'msgpackr';
 import WebSocket from 'ws';
+import { clientKey } from '../src/client/vigil-client.js';
 import { childMain, measureWindow, sleep } from './child-main.js';
 
 export interface StreamLoadSpec {
@@ -19,8 +20,10 @@ export interface StreamLoadSpec {
   seconds: number;
   warmup: number;
   encoding: 'json' | 'msgpack';
-  /** The event sent (an idempotency key is added to each copy). */
+  /** The event sent. */
   event: Record<string, unknown>;
+  /** Each copy gets an idempotency key of its own, as VigilClient gives them (one client per socket). */
+  keyed: boolean;
   /** Orgs' keys to spread the connections over, round robin (default: `key` alone). */
   keys?: string[];
 }
@@ -64,9 +67,10 @@ async function main(spec: StreamLoadSpec): Promise<StreamLoadResult> {
     (ws, c) =>
       new Promise<void>((resolve) => {
         const sent = new Map<number, number>();
+        let made = 0;
         const send = (): void => {
           const id = ++serial;
-          const batch = Array.from({ length: spec.events }, () => ({ ...spec.event, idempotency_key: `${run}-${c}-${id}-${++serial}` }));
+          const batch = Array.from({ length: spec.events }, () => (spec.keyed ? { ...spec.event, idempotency_key: clientKey(`${run}-${c}`, ++made) } : spec.event));
           sent.set(id, performance.now());
           ws.send(spec.encoding === 'msgpack' ? pack({ id, events: batch }) : JSON.stringify({ id, events: batch }));
         };

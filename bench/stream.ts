@@ -20,12 +20,17 @@ import type { StreamLoadResult, StreamLoadSpec } from './stream-load.js';
 export interface StreamFigures {
   /** Events per frame, connections, frames in flight per connection. */
   shape: { events: number; connections: number; window: number; encoding: 'json' | 'msgpack' };
-  /** Per round, then the median: acknowledged events/s over the stream. */
+  /**
+   * Per round, then the median: acknowledged events/s over the stream, of the event the
+   * per-request `POST /events/` and the peers take (no idempotency key): what the goals compare.
+   */
   rounds: number[];
   eventsPerSec: number;
   p50FrameMs: number;
   p99FrameMs: number;
   errors: number;
+  /** The same with an idempotency key on every event, as VigilClient sends them (the key index's cost). */
+  keyed: { rounds: number[]; eventsPerSec: number; p99FrameMs: number; errors: number };
   /** Share of one core over the measured window (1 = a whole core), medians of the rounds. */
   serverCpu: number;
   loadCpu: number;
@@ -44,15 +49,19 @@ export async function runStream(options: MacroOptions): Promise<StreamFigures> {
   if (nats === null) options.log('stream: no nats-server on PATH (Debian: apt-get install nats-server); the JetStream peer is skipped');
   const event = JSON.parse(BENCH_EVENT) as Record<string, unknown>;
   const rounds: StreamLoadResult[] = [];
+  const keyedRounds: StreamLoadResult[] = [];
   const cpu: number[] = [];
   const peer: JetStreamLoadResult[] = [];
   try {
     for (let round = 1; round <= options.rounds; round++) {
-      const spec: StreamLoadSpec = { url: `${vigil.url.replace('http', 'ws')}/events/stream`, key: BENCH_KEY, ...SHAPE, seconds: options.seconds, warmup: options.warmupSeconds, event };
-      const [result, serverCpu] = await Promise.all([streamChild(spec), cpuOver(vigil.proc.pid, options.warmupSeconds, options.seconds)]);
-      rounds.push(result);
-      cpu.push(serverCpu);
-      options.log(`round ${round}/${options.rounds}  stream ${SHAPE.connections}×${SHAPE.window} frames of ${SHAPE.events}  ${result.eventsPerSec.toString().padStart(7)} events/s  p99 ${result.p99} ms/frame  errors ${result.errors}  cpu server ${serverCpu.toFixed(2)} load ${(result.cpuSeconds / result.seconds).toFixed(2)}`);
+      // Both variants each round, their order alternating round by round.
+      for (const keyed of round % 2 === 1 ? [false, true] : [true, false]) {
+        const spec: StreamLoadSpec = { url: `${vigil.url.replace('http', 'ws')}/events/stream`, key: BENCH_KEY, ...SHAPE, seconds: options.seconds, warmup: options.warmupSeconds, event, keyed };
+        const [result, serverCpu] = await Promise.all([streamChild(spec), cpuOver(vigil.proc.pid, options.warmupSeconds, options.seconds)]);
+        (keyed ? keyedRounds : rounds).push(result);
+        if (!keyed) cpu.push(serverCpu);
+        options.log(`round ${round}/${options.rounds}  stream${keyed ? ', keyed' : ''} ${SHAPE.connections}×${SHAPE.window} frames of ${SHAPE.events}  ${result.eventsPerSec.toString().padStart(7)} events/s  p99 ${result.p99} ms/frame  errors ${result.errors}  cpu server ${serverCpu.toFixed(2)} load ${(result.cpuSeconds / result.seconds).toFixed(2)}`);
+      }
       if (nats !== null) {
         const js = await child<JetStreamLoadResult>('bench/jetstream-load.ts', { servers: nats.urls, stream: `BENCH_${round}`, connections: 4, window: 256, seconds: options.seconds, warmup: options.warmupSeconds, event } satisfies JetStreamLoadSpec);
         peer.push(js);
@@ -73,6 +82,12 @@ export async function runStream(options: MacroOptions): Promise<StreamFigures> {
     p50FrameMs: median(rounds.map((r) => r.p50)),
     p99FrameMs: median(rounds.map((r) => r.p99)),
     errors: rounds.reduce((n, r) => n + r.errors, 0),
+    keyed: {
+      rounds: keyedRounds.map((r) => r.eventsPerSec),
+      eventsPerSec: median(keyedRounds.map((r) => r.eventsPerSec)),
+      p99FrameMs: median(keyedRounds.map((r) => r.p99)),
+      errors: keyedRounds.reduce((n, r) => n + r.errors, 0),
+    },
     serverCpu: median(cpu),
     loadCpu: median(rounds.map((r) => Math.round((r.cpuSeconds / r.seconds) * 100) / 100)),
     jetstreamPerSec: peer.length === 0 ? null : median(peer.map((r) => r.messagesPerSec)),

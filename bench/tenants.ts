@@ -55,6 +55,7 @@ export async function runTenants(options: MacroOptions, orgs = 200): Promise<Ten
         seconds: options.seconds,
         warmup: options.warmupSeconds,
         event: JSON.parse(BENCH_EVENT) as Record<string, unknown>,
+        keyed: true,
       };
       const result = await streamChild(spec);
       if (result.errors > 0) throw new Error(`tenants bench: ${result.errors} errors over the stream`);
