@@ -51,6 +51,11 @@ export function canonicalEntry(
   return `{"agent_id":${agent},"body":${bodyJson},"kind":${JSON.stringify(kind)},"recorded_at":${JSON.stringify(recordedAt)},"seq":${seq}}`;
 }
 
+/** A row's leaf in its org's Merkle tree (DESIGN §10): the bytes its content_hash covers. */
+export function leafInput(row: Pick<LedgerRow, 'seq' | 'kind' | 'recordedAt' | 'agentId' | 'bodyJson'>): Buffer {
+  return Buffer.from(canonicalEntry(row.seq, row.kind, row.recordedAt, row.agentId, row.bodyJson), 'utf8');
+}
+
 export function sha256(data: string | Buffer): Buffer {
   return hash('sha256', data, 'buffer');
 }

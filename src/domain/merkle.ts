@@ -1,0 +1,158 @@
+import { createHash } from 'node:crypto';
+
+/**
+ * RFC 9162 §2.1 Merkle trees over an org's ledger (DESIGN §10): leaf i is the record with seq
+ * i+1, its input the JCS bytes its content_hash covers. Hashes are 32-byte Buffers.
+ *
+ * A tree is read through a NodeSource: the hashes of its complete subtrees (the "full nodes" that
+ * C2SP tiles publish), which a tree stores as it grows. Every root, inclusion proof and
+ * consistency proof for any size up to the tree's is built from O(log n) of them; nothing is
+ * recomputed from the leaves.
+ */
+
+const LEAF_PREFIX = Buffer.from([0x00]);
+const NODE_PREFIX = Buffer.from([0x01]);
+
+/** MTH({}): the hash of an empty string. */
+export const EMPTY_ROOT: Buffer = createHash('sha256').update(Buffer.alloc(0)).digest();
+
+export function leafHash(input: Uint8Array): Buffer {
+  return createHash('sha256').update(LEAF_PREFIX).update(input).digest();
+}
+
+export function nodeHash(left: Uint8Array, right: Uint8Array): Buffer {
+  return createHash('sha256').update(NODE_PREFIX).update(left).update(right).digest();
+}
+
+/**
+ * The hashes of a tree's complete subtrees: `node(level, index)` covers leaves
+ * [index·2^level, (index+1)·2^level), level 0 being the leaf hashes. Only nodes wholly inside
+ * the tree are asked for.
+ */
+export interface NodeSource {
+  readonly size: number;
+  node(level: number, index: number): Buffer;
+}
+
+/** The largest power of two smaller than n (n ≥ 2): where RFC 9162 splits a tree of n leaves. */
+export function splitPoint(n: number): number {
+  let k = 1;
+  while (k * 2 < n) k *= 2;
+  return k;
+}
+
+/** Whether n is 2^k for some k ≥ 0 (exact for every safe integer, unlike a 32-bit mask). */
+export function isPowerOfTwo(n: number): boolean {
+  return n >= 1 && Number.isInteger(Math.log2(n));
+}
+
+/** MTH(D[start:end]) for a range the RFC's recursion visits (each complete piece is aligned). */
+function rangeHash(tree: NodeSource, start: number, end: number): Buffer {
+  const width = end - start;
+  if (isPowerOfTwo(width)) {
+    const level = Math.log2(width);
+    return tree.node(level, start / width);
+  }
+  const k = splitPoint(width);
+  return nodeHash(rangeHash(tree, start, start + k), rangeHash(tree, start + k, end));
+}
+
+function checkSize(tree: NodeSource, size: number): void {
+  if (!Number.isSafeInteger(size) || size < 0 || size > tree.size) throw new RangeError(`tree size ${size} is not within 0..${tree.size}`);
+}
+
+/** The root of the tree's first `size` leaves. */
+export function rootAt(tree: NodeSource, size = tree.size): Buffer {
+  checkSize(tree, size);
+  return size === 0 ? EMPTY_ROOT : rangeHash(tree, 0, size);
+}
+
+/** PATH(index, D[0:size]) (RFC 9162 §2.1.3.1): sibling hashes from the leaf up. */
+export function inclusionProof(tree: NodeSource, index: number, size = tree.size): Buffer[] {
+  checkSize(tree, size);
+  if (!Number.isSafeInteger(index) || index < 0 || index >= size) throw new RangeError(`leaf ${index} is not in a tree of ${size}`);
+  let [start, end, m] = [0, size, index];
+  const siblings: Buffer[] = [];
+  while (end - start > 1) {
+    const k = splitPoint(end - start);
+    if (m < k) {
+      siblings.push(rangeHash(tree, start + k, end));
+      end = start + k;
+    } else {
+      siblings.push(rangeHash(tree, start, start + k));
+      start += k;
+      m -= k;
+    }
+  }
+  return siblings.reverse(); // found top-down; the proof lists them bottom-up
+}
+
+/** PROOF(from, D[0:to]) (RFC 9162 §2.1.4.1), for 0 < from ≤ to. */
+export function consistencyProof(tree: NodeSource, from: number, to = tree.size): Buffer[] {
+  checkSize(tree, to);
+  if (!Number.isSafeInteger(from) || from < 1 || from > to) throw new RangeError(`no consistency proof from ${from} to ${to}`);
+  const found: Buffer[] = [];
+  let [start, end, m, whole] = [0, to, from, true];
+  while (m !== end - start) {
+    const k = splitPoint(end - start);
+    if (m <= k) {
+      found.push(rangeHash(tree, start + k, end));
+      end = start + k;
+    } else {
+      found.push(rangeHash(tree, start, start + k));
+      start += k;
+      m -= k;
+      whole = false;
+    }
+  }
+  if (!whole) found.push(rangeHash(tree, start, end));
+  return found.reverse();
+}
+
+/**
+ * The compact range of the first `size` leaves: the hashes of the complete subtrees that tile
+ * [0, size), largest first (one per bit set in size). With them, the leaves after `size` are
+ * enough to rebuild any later root.
+ */
+export function compactRange(tree: NodeSource, size: number): { level: number; index: number; hash: Buffer }[] {
+  checkSize(tree, size);
+  const range: { level: number; index: number; hash: Buffer }[] = [];
+  let start = 0;
+  for (let level = Math.floor(Math.log2(Math.max(size, 1))); level >= 0; level--) {
+    const width = 2 ** level;
+    if (start + width > size) continue;
+    range.push({ level, index: start / width, hash: tree.node(level, start / width) });
+    start += width;
+  }
+  return range;
+}
+
+/**
+ * A tree held in memory: every complete subtree's hash, level by level (level 0: the leaves).
+ * Appending a leaf adds at most one node per level: O(log n), amortized O(1).
+ */
+export class MemoryTree implements NodeSource {
+  private readonly levels: Buffer[][] = [[]];
+
+  get size(): number {
+    return this.levels[0]!.length;
+  }
+
+  append(hash: Buffer): void {
+    let level = 0;
+    let node = hash;
+    for (;;) {
+      const row = (this.levels[level] ??= []);
+      row.push(node);
+      if (row.length % 2 === 1) return;
+      node = nodeHash(row[row.length - 2]!, node);
+      level++;
+    }
+  }
+
+  node(level: number, index: number): Buffer {
+    const found = this.levels[level]?.[index];
+    if (found === undefined) throw new RangeError(`no complete node ${level}/${index} in a tree of ${this.size}`);
+    return found;
+  }
+}
