@@ -1,0 +1,106 @@
+import { nodeHash, type NodeSource } from './merkle.js';
+
+/** Hashes per stripe: one C2SP tile's width (c2sp.org/tlog-tiles). */
+export const STRIPE_WIDTH = 256;
+const HASH = 32;
+
+/** A full stripe: the 256 hashes of one level, [index·256, index·256 + 256), concatenated. */
+export interface Stripe {
+  level: number;
+  index: number;
+  bytes: Buffer;
+}
+
+/** Where full stripes are kept (an LMDB table, or a map in tests). */
+export interface StripeReader {
+  stripe(level: number, index: number): Buffer | undefined;
+}
+
+/**
+ * One org's Merkle tree (DESIGN §10), every node of every level kept: full stripes of 256 hashes
+ * in storage, and in memory only the stripe still filling on each level (at most 255 hashes a
+ * level). A node is one read, so roots and proofs need no hashing beyond the right edge's.
+ *
+ * The stripes of level 8·t are exactly the C2SP tiles of level t, so full tiles are served as
+ * stored. A leaf's append hashes one node per level it completes (amortized one) and hands back
+ * the stripes it filled, lowest level first, to be stored together: what storage holds is then
+ * always a prefix of every level, and the tree's stored size is 256 × the full stripes of level 0.
+ */
+export class StripedTree implements NodeSource {
+  /** Per level, the hashes of the stripe still filling. */
+  private readonly open: Buffer[][] = [];
+  /** Per level, how many stripes are full (stored, or about to be). */
+  private readonly full: number[] = [];
+  private leaves = 0;
+
+  private constructor(private readonly store: StripeReader) {}
+
+  /**
+   * The tree of the first `size` leaves, given that storage holds the first `size / 256` stripes
+   * of level 0 (`size` a multiple of 256) and, on each level above, every stripe that they fill.
+   * The part-filled stripes above level 0 are recomputed from the levels below.
+   */
+  static resume(store: StripeReader, size: number): StripedTree {
+    if (size % STRIPE_WIDTH !== 0) throw new RangeError(`a stored tree holds whole stripes; ${size} leaves do not`);
+    const tree = new StripedTree(store);
+    tree.leaves = size;
+    for (let level = 0, count = size; count > 0; level++, count = Math.floor(count / 2)) {
+      const fullStripes = Math.floor(count / STRIPE_WIDTH);
+      tree.full[level] = fullStripes;
+      const row: Buffer[] = [];
+      for (let i = fullStripes * STRIPE_WIDTH; i < count; i++) row.push(nodeHash(tree.node(level - 1, 2 * i), tree.node(level - 1, 2 * i + 1)));
+      tree.open[level] = row;
+    }
+    return tree;
+  }
+
+  static empty(store: StripeReader): StripedTree {
+    return StripedTree.resume(store, 0);
+  }
+
+  get size(): number {
+    return this.leaves;
+  }
+
+  /** Appends a leaf hash; returns the stripes it filled (to store, lowest level first). */
+  append(leaf: Buffer): Stripe[] {
+    const filled: Stripe[] = [];
+    let node = leaf;
+    for (let level = 0; ; level++) {
+      const row = (this.open[level] ??= []);
+      this.full[level] ??= 0;
+      row.push(node);
+      const index = this.full[level]! * STRIPE_WIDTH + row.length - 1;
+      const parent = index % 2 === 1 ? nodeHash(row[row.length - 2]!, node) : null;
+      if (row.length === STRIPE_WIDTH) {
+        filled.push({ level, index: this.full[level]!, bytes: Buffer.concat(row, STRIPE_WIDTH * HASH) });
+        this.full[level]!++;
+        this.open[level] = [];
+      }
+      if (parent === null) break;
+      node = parent;
+    }
+    this.leaves++;
+    return filled;
+  }
+
+  node(level: number, index: number): Buffer {
+    if (level < 0) throw new RangeError('no level below the leaves');
+    const stripe = Math.floor(index / STRIPE_WIDTH);
+    const full = this.full[level] ?? 0;
+    if (stripe < full) {
+      const bytes = this.store.stripe(level, stripe);
+      if (bytes === undefined || bytes.length !== STRIPE_WIDTH * HASH) throw new Error(`stripe ${level}/${stripe} of the Merkle tree is missing from storage`);
+      const at = (index % STRIPE_WIDTH) * HASH;
+      return bytes.subarray(at, at + HASH);
+    }
+    const found = stripe === full ? this.open[level]?.[index % STRIPE_WIDTH] : undefined;
+    if (found === undefined) throw new RangeError(`no complete node ${level}/${index} in a tree of ${this.leaves}`);
+    return found;
+  }
+
+  /** The hashes of the stripe still filling on `level` (a partial C2SP tile), oldest first. */
+  partial(level: number): readonly Buffer[] {
+    return this.open[level] ?? [];
+  }
+}

@@ -1,0 +1,91 @@
+import { createHash } from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+import { consistencyProof, inclusionProof, leafHash, MemoryTree, rootAt } from '../../src/domain/merkle.js';
+import { STRIPE_WIDTH, StripedTree, type Stripe } from '../../src/domain/striped-tree.js';
+
+const leaf = (i: number): Buffer => leafHash(createHash('sha256').update(`leaf ${i}`).digest());
+
+/** Stripes kept in a map, as the LMDB table keeps them. */
+class MapStore {
+  readonly stripes = new Map<string, Buffer>();
+  reads = 0;
+  stripe(level: number, index: number): Buffer | undefined {
+    this.reads++;
+    return this.stripes.get(`${level}/${index}`);
+  }
+  put(filled: readonly Stripe[]): void {
+    for (const s of filled) {
+      expect(this.stripes.has(`${s.level}/${s.index}`), `stripe ${s.level}/${s.index} stored twice`).toBe(false);
+      if (s.index > 0) expect(this.stripes.has(`${s.level}/${s.index - 1}`), `stripe ${s.level}/${s.index} before the one it follows`).toBe(true);
+      this.stripes.set(`${s.level}/${s.index}`, Buffer.from(s.bytes));
+    }
+  }
+}
+
+const N = 3 * STRIPE_WIDTH * STRIPE_WIDTH + 700; // three level-1 stripes filled, and a part-filled edge on every level
+
+describe('a Merkle tree kept as stripes of 256 hashes', () => {
+  const reference = new MemoryTree();
+  const store = new MapStore();
+  const tree = StripedTree.empty(store);
+  for (let i = 0; i < N; i++) {
+    reference.append(leaf(i));
+    store.put(tree.append(leaf(i)));
+  }
+
+  it('holds every node the in-memory tree holds, full stripes in storage and the rest in memory', () => {
+    expect(tree.size).toBe(N);
+    for (let level = 0, count = N; count > 0; level++, count = Math.floor(count / 2)) {
+      for (let i = 0; i < count; i += level < 3 ? 37 : 1) expect(tree.node(level, i).equals(reference.node(level, i)), `node ${level}/${i}`).toBe(true);
+      expect(tree.partial(level)).toHaveLength(count % STRIPE_WIDTH);
+    }
+    expect(store.stripes.size).toBe(Math.floor(N / STRIPE_WIDTH) + expectedAbove(N));
+  });
+
+  it('gives the same roots and proofs as the in-memory tree', () => {
+    for (const size of [1, 255, 256, 257, 65_536, N - 1, N]) {
+      expect(rootAt(tree, size).equals(rootAt(reference, size)), `root ${size}`).toBe(true);
+      const m = Math.floor(size / 3);
+      expect(inclusionProof(tree, m, size)).toEqual(inclusionProof(reference, m, size));
+      expect(consistencyProof(tree, Math.max(1, m), size)).toEqual(consistencyProof(reference, Math.max(1, m), size));
+    }
+  });
+
+  it('reads O(log n) stripes for a proof, none for a root the edge holds', () => {
+    store.reads = 0;
+    inclusionProof(tree, 12_345, N);
+    expect(store.reads).toBeLessThanOrEqual(2 * Math.ceil(Math.log2(N)));
+  });
+
+  it('resumes from storage at any whole stripe and goes on to the same tree', () => {
+    for (const at of [0, 256, 512, 65_536, 131_072 + 256, Math.floor(N / 256) * 256]) {
+      // Storage as it was when the tree had `at` leaves: level 0's first at/256 stripes, and what they filled above.
+      const earlier = new MapStore();
+      for (const [key, bytes] of store.stripes) {
+        const [level, index] = key.split('/').map(Number) as [number, number];
+        if ((index + 1) * STRIPE_WIDTH * 2 ** level <= at) earlier.stripes.set(key, bytes);
+      }
+      const resumed = StripedTree.resume(earlier, at);
+      expect(resumed.size).toBe(at);
+      if (at > 0) expect(rootAt(resumed).equals(rootAt(reference, at)), `root at ${at}`).toBe(true);
+      for (let i = at; i < Math.min(N, at + 1000); i++) earlier.put(resumed.append(leaf(i)));
+      const size = Math.min(N, at + 1000);
+      expect(rootAt(resumed).equals(rootAt(reference, size)), `resumed at ${at}, root at ${size}`).toBe(true);
+    }
+  });
+
+  it('refuses to resume a size that is not whole stripes, and says when a stored stripe is gone', () => {
+    expect(() => StripedTree.resume(store, 300)).toThrow(RangeError);
+    const broken = new MapStore();
+    for (const [key, bytes] of store.stripes) if (key !== '0/1') broken.stripes.set(key, bytes);
+    const resumed = StripedTree.resume(broken, 1024);
+    expect(() => resumed.node(0, 300)).toThrow(/stripe 0\/1 .* missing/);
+  });
+});
+
+/** Full stripes on levels 1 and up for n leaves. */
+function expectedAbove(n: number): number {
+  let total = 0;
+  for (let count = Math.floor(n / 2); count >= STRIPE_WIDTH; count = Math.floor(count / 2)) total += Math.floor(count / STRIPE_WIDTH);
+  return total;
+}
