@@ -57,6 +57,7 @@ const envSchema = z.object({
   // uWebSockets.js takes idle timeouts of 8–960 s in steps of 4.
   VIGIL_STREAM_IDLE_SECONDS: z.coerce.number().int().min(8).max(960).multipleOf(4).default(120),
   VIGIL_DURABILITY: z.enum(['sync', 'process']).default('sync'),
+  VIGIL_LOG_KEY: z.string().min(1).optional(),
   VIGIL_LOG_LEVEL: z.enum(LOG_LEVELS).default('info'),
   VIGIL_CHECKPOINT_SECONDS: z.coerce.number().int().min(1).default(60),
   VIGIL_WEBHOOK_RETRY_SCHEDULE: schedule,
@@ -94,6 +95,8 @@ export interface Config {
   logLevel: LogLevel;
   /** How often in-memory state is checkpointed (bounds the replay after a crash). */
   checkpointSeconds: number;
+  /** The transparency log's Ed25519 key (a PKCS#8 PEM file); absent: `log-key.pem` in the data dir, made on first start. */
+  logKeyPath: string | undefined;
   webhookRetrySchedule: number[];
   webhookAllowPrivate: boolean;
   bootstrap: { org: string; key: string } | undefined;
@@ -155,6 +158,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     durability: e.VIGIL_DURABILITY,
     logLevel: e.VIGIL_LOG_LEVEL,
     checkpointSeconds: e.VIGIL_CHECKPOINT_SECONDS,
+    logKeyPath: e.VIGIL_LOG_KEY,
     webhookRetrySchedule: e.VIGIL_WEBHOOK_RETRY_SCHEDULE,
     webhookAllowPrivate: e.VIGIL_WEBHOOK_ALLOW_PRIVATE,
     bootstrap:

@@ -8,6 +8,10 @@ import { PublicRecords } from './actors/public-records.js';
 import { startConsumers } from './actors/start-up.js';
 import { ReviewQueue } from './actors/review-queue.js';
 import { UsageMeter } from './actors/usage-meter.js';
+import { LogCheckpoints } from './actors/log-checkpoints.js';
+import { MerkleTrees } from './actors/merkle-trees.js';
+import { loadLogKey } from './services/log-key.js';
+import { LmdbMerkleStore } from './store/lmdb-merkle-store.js';
 import { WebhookRegistry } from './services/webhook-registry.js';
 import { blockingLimit, writerLimits } from './domain/billing.js';
 import { LocalCommandRouter } from './bus/local-router.js';
@@ -157,6 +161,8 @@ async function start(config: Config, log: Logger, options: RuntimeOptions, lock:
     log,
   });
   opened.push(() => deliveries.close());
+  const trees = new MerkleTrees(new LmdbMerkleStore(store.env), store.ledger, log);
+  const logKey = loadLogKey(config.dataDir, config.logKeyPath);
   const rebuilt = await startConsumers({
     reader: store.ledger,
     ledger: local,
@@ -165,12 +171,17 @@ async function start(config: Config, log: Logger, options: RuntimeOptions, lock:
     actors,
     projections,
     deliveries,
+    trees,
     policy: POLICY_V1,
     policyDigest: digest,
     log,
     bulkReplay: new PartitionedReplay(store.env, store.ledger, { ...options.replay, from: options.partitionedReplayFrom }),
   });
   log.info(rebuilt, 'state rebuilt from the ledger');
+  // In the background: trees behind their ledger (stored up to a whole stripe; none yet on a data
+  // dir from before them) read the rows they lack.
+  const treesStarted = performance.now();
+  void trees.catchUpAll().then(() => log.info({ ms: Math.round(performance.now() - treesStarted) }, 'Merkle trees caught up with the ledger'));
   if (cluster === null) commands.serve(actors.handle, { owns: () => true });
   else cluster.serve(actors, deliveries);
   // Checkpoints now and then bound the replay after a crash; a clean stop saves them too.
@@ -196,12 +207,18 @@ async function start(config: Config, log: Logger, options: RuntimeOptions, lock:
   });
 
   let studio: Studio | null = null;
+  let checkpoints: LogCheckpoints | null = null;
+  // Signed off the request path: a new checkpoint a second for each org whose tree grew.
+  const signing = setInterval(() => checkpoints?.tick(), 1000);
+  signing.unref();
+  opened.push(() => clearInterval(signing));
   // Listening first gives the port actually bound: URLs built from it (public records, deploy
   // endpoints, pages) name that port even when VIGIL_PORT is 0.
   let listening = false;
   const http = await startHttpServer(config.host, config.port, log, async (port) => {
     listening = true;
     const served = withBoundPort(config, port);
+    checkpoints = new LogCheckpoints(trees, logKey, new URL(served.baseUrl).host);
     studio = served.demo
       ? await Studio.start({
           commands,
@@ -231,6 +248,7 @@ async function start(config: Config, log: Logger, options: RuntimeOptions, lock:
       deliveries,
       meter,
       exportLog,
+      transparency: { trees, checkpoints },
       studio,
       scoringKeys: cluster?.stores.scoringKeys ?? new LmdbScoringKeyStore(store.env),
       now,
@@ -251,6 +269,7 @@ async function start(config: Config, log: Logger, options: RuntimeOptions, lock:
       try {
         http.close();
         clearInterval(timer);
+        clearInterval(signing);
         clearTimeout(first);
         await studio?.close();
         await checkpoint(true);

@@ -3,15 +3,24 @@ import { leafHash } from '../domain/merkle.js';
 import { StripedTree, type Stripe, type StripeReader } from '../domain/striped-tree.js';
 import { ensureError } from '../errors.js';
 import type { Logger } from '../log.js';
+import type { LedgerReader } from '../store/ledger-reader.js';
 import type { MerkleStore } from '../store/merkle-store.js';
+
+/** Rows a catch-up reads before it stores what they filled and yields to the event loop. */
+const CATCH_UP_ROWS = 1024;
 
 /**
  * Every org's Merkle tree (DESIGN §10), a projection of the ledger: fed each org's committed rows
  * in seq order, it appends their leaves (O(log n) a row, amortized one node hash) and stores the
  * stripes they fill, in order, off the request path. A stripe is readable from memory until it is
  * stored; a failed write is tried again with the next one, so storage stays a prefix and nothing
- * is lost meanwhile. On start, a tree resumes from what is stored and the start-up replay feeds
- * it the ledger's rows after `size(org)`.
+ * is lost meanwhile.
+ *
+ * A tree behind its ledger (on start, after what was stored; a data dir from before trees
+ * existed; a batch it was not given) catches up in the background: it reads the rows it lacks
+ * from the ledger in chunks, storing what they fill and yielding between chunks, so neither the
+ * start nor the request path waits for it and memory stays bounded. Live rows of an org catching
+ * up are left to the catch-up, which reads up to the ledger's last row before it ends.
  */
 export class MerkleTrees {
   private readonly trees = new Map<string, StripedTree>();
@@ -19,9 +28,12 @@ export class MerkleTrees {
   private readonly unstored = new Map<string, { org: string; stripe: Stripe }>();
   private writing: Promise<void> = Promise.resolve();
   private scheduled = false;
+  /** Orgs whose tree is catching up with the ledger, and each catch-up's end. */
+  private readonly catching = new Map<string, Promise<void>>();
 
   constructor(
     private readonly store: MerkleStore,
+    private readonly ledger: LedgerReader,
     private readonly log: Logger,
   ) {}
 
@@ -36,16 +48,72 @@ export class MerkleTrees {
     return tree;
   }
 
+  /** Orgs whose tree has been asked for or fed since start. */
+  orgs(): IterableIterator<string> {
+    return this.trees.keys();
+  }
+
   /** Leaves the org's tree holds: the seq of the last row it took. */
   size(org: string): number {
     return this.tree(org).size;
   }
 
-  /** Takes committed rows of one org, in seq order; rows it holds already are skipped. */
+  /**
+   * Takes committed rows of one org, in seq order; rows it holds already are skipped, and rows past
+   * a gap start a catch-up. Never throws (it runs in the ledger's subscription): a failure is logged
+   * and the next commit's catch-up mends it.
+   */
   readonly onCommitted = (org: string, rows: readonly LedgerRow[]): void => {
+    if (this.catching.has(org)) return;
+    try {
+      const tree = this.tree(org);
+      const first = rows.findIndex((row) => row.seq > tree.size);
+      if (first === -1) return;
+      if (rows[first]!.seq !== tree.size + 1) this.catchUp(org);
+      else this.append(org, rows.slice(first));
+    } catch (error) {
+      this.trees.delete(org); // resumed again from storage by the catch-up
+      this.log.error({ org, error: ensureError(error).message }, 'the Merkle tree could not take committed rows; it catches up with the next commit');
+    }
+  };
+
+  /** Whether the org's tree is reading rows it lacks from the ledger (its size may be behind what it held before a restart). */
+  catchingUp(org: string): boolean {
+    return this.catching.has(org);
+  }
+
+  /** Starts a catch-up of every org whose tree is behind its ledger; resolves when all have caught up. */
+  catchUpAll(): Promise<void> {
+    for (const org of this.ledger.orgs()) if (this.size(org) < (this.ledger.last(org)?.seq ?? 0)) this.catchUp(org);
+    return Promise.all(this.catching.values()).then(() => undefined);
+  }
+
+  private catchUp(org: string): void {
+    if (this.catching.has(org)) return;
+    let finish!: () => void;
+    this.catching.set(org, new Promise((resolve) => (finish = resolve)));
+    void (async () => {
+      try {
+        for (;;) {
+          const tree = this.tree(org);
+          const last = this.ledger.last(org)?.seq ?? 0;
+          if (tree.size >= last) return;
+          this.append(org, [...this.ledger.range(org, tree.size + 1, Math.min(last, tree.size + CATCH_UP_ROWS))]);
+          await this.writing;
+          await new Promise((resolve) => setImmediate(resolve));
+        }
+      } catch (error) {
+        this.log.error({ org, error: ensureError(error).message }, 'the Merkle tree could not catch up with the ledger; it tries again with the next commit');
+      } finally {
+        this.catching.delete(org);
+        finish();
+      }
+    })();
+  }
+
+  private append(org: string, rows: readonly LedgerRow[]): void {
     const tree = this.tree(org);
     for (const row of rows) {
-      if (row.seq <= tree.size) continue;
       if (row.seq !== tree.size + 1) throw new Error(`the Merkle tree of ${org} holds ${tree.size} leaves and was given seq ${row.seq}`);
       for (const stripe of tree.append(leafHash(leafInput(row)))) this.unstored.set(keyOf(org, stripe.level, stripe.index), { org, stripe });
     }
@@ -53,7 +121,7 @@ export class MerkleTrees {
       this.scheduled = true;
       this.writing = this.writing.then(() => this.storeUnstored());
     }
-  };
+  }
 
   /** Resolves once every stripe filled so far is stored (or its write has failed and will be tried again). */
   settled(): Promise<void> {

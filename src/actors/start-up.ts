@@ -7,6 +7,7 @@ import type { AgentDirectory } from './agent-directory.js';
 import { newerThan, replayAfter, restoreCheckpoints } from './checkpoints.js';
 import type { DeliveryActor } from './delivery-actor.js';
 import type { ExportLog } from './export-log.js';
+import type { MerkleTrees } from './merkle-trees.js';
 import type { OrgActors } from './org-actors.js';
 import type { BulkReplay, OrgRebuild, ReplayJob } from './rebuild.js';
 import type { ReviewQueue } from './review-queue.js';
@@ -21,6 +22,8 @@ export interface StartUp {
   actors: OrgActors;
   projections: { directory: AgentDirectory; reviews: ReviewQueue; meter: UsageMeter; exports: ExportLog };
   deliveries: DeliveryActor;
+  /** Every org's Merkle tree (DESIGN §10): fed live rows; it catches up with the ledger on its own. */
+  trees?: MerkleTrees | undefined;
   policy: Policy;
   policyDigest: string;
   log: Logger;
@@ -87,6 +90,7 @@ export async function startConsumers(s: StartUp): Promise<{ ms: number; checkpoi
       const { org, rows: committed } = batch;
       if (!replaying) {
         for (const name of PROJECTIONS) s.projections[name].onCommitted(org, committed);
+        s.trees?.onCommitted(org, committed);
         // Cluster mode: the owner also makes deliveries of rows its own writer did not append.
         if (s.replayDeliveries === false) s.deliveries.onReplicated(org, committed);
         return;

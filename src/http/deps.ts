@@ -1,6 +1,8 @@
 import type { AgentDirectory } from '../actors/agent-directory.js';
 import type { DeliveryActor } from '../actors/delivery-actor.js';
 import type { ExportLog } from '../actors/export-log.js';
+import type { LogCheckpoints } from '../actors/log-checkpoints.js';
+import type { MerkleTrees } from '../actors/merkle-trees.js';
 import type { PublicRecords } from '../actors/public-records.js';
 import type { ReviewQueue } from '../actors/review-queue.js';
 import type { UsageMeter } from '../actors/usage-meter.js';
@@ -38,6 +40,8 @@ export interface AppDeps {
   deliveries: DeliveryActor;
   meter: UsageMeter;
   exportLog: ExportLog;
+  /** The transparency log (DESIGN §10): every org's Merkle tree and latest signed checkpoint. */
+  transparency: { trees: MerkleTrees; checkpoints: LogCheckpoints };
   /** Demo mode's studio and chat; null when demo mode is off (the routes are then not mounted). */
   studio: Studio | null;
   /** Sandbox keys of the record-scoring interface (/api/v1). */

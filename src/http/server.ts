@@ -15,6 +15,7 @@ import { recordScoringRoutes } from '../record-scoring/routes.js';
 import { reviewRoutes } from './routes/reviews.js';
 import { demoRoutes } from './routes/studio.js';
 import { systemRoutes } from './routes/system.js';
+import { transparencyRoutes } from './routes/transparency.js';
 import { webhookRoutes } from './routes/webhooks.js';
 import type { Logger } from '../log.js';
 
@@ -89,6 +90,7 @@ export function appRoutes(deps: AppDeps): Route[] {
     ...agentRoutes(deps),
     ...ingestRoutes(deps),
     ...auditRoutes(deps),
+    ...transparencyRoutes(deps),
     ...webhookRoutes(deps),
     ...reviewRoutes(deps),
     ...exportRoutes(deps),

@@ -1,16 +1,15 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { rmSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { MerkleTrees } from '../../src/actors/merkle-trees.js';
 import { GENESIS_HASH, leafInput, makeRow, type LedgerRow } from '../../src/domain/ledger.js';
 import { consistencyProof, inclusionProof, leafHash, MemoryTree, rootAt } from '../../src/domain/merkle.js';
-import { LmdbEnv } from '../../src/store/lmdb-env.js';
+import { openLmdb, type LmdbStores } from '../../src/store/lmdb.js';
 import { LmdbMerkleStore } from '../../src/store/lmdb-merkle-store.js';
 import type { MerkleStore } from '../../src/store/merkle-store.js';
 import { captureLogger, silentLogger, type LogLine } from '../support/logs.js';
+import { tempDir } from '../support/server.js';
 
-/** Org trees over real LMDB files (DESIGN §10): stored as stripes off the request path, resumed after a restart. */
+/** Org trees over real LMDB files (DESIGN §10): stored as stripes off the request path, resumed after a restart, caught up with the ledger. */
 const dirs: string[] = [];
 afterEach(() => {
   for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
@@ -33,43 +32,69 @@ function reference(rows: readonly LedgerRow[]): MemoryTree {
   return tree;
 }
 
+/** Commits rows to the org's ledger in batches, as its writer does. */
+async function commit(stores: LmdbStores, org: string, rows: readonly LedgerRow[], batch = 1000): Promise<void> {
+  for (let i = 0; i < rows.length; i += batch) expect(await stores.ledger.commit(org, rows.slice(i, i + batch), rows[i]!.seq - 1)).toBe(true);
+}
+
+function open(): { dir: string; stores: LmdbStores } {
+  const dir = tempDir('vigil-merkle-');
+  dirs.push(dir);
+  return { dir, stores: openLmdb(dir) };
+}
+
 describe('Merkle trees of orgs, stored in LMDB', () => {
   it('keeps each org\'s tree as its rows commit, and resumes it from the stored stripes after a restart', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'vigil-merkle-'));
-    dirs.push(dir);
+    const { dir, stores: first } = open();
     const [acme, beta] = [ledger(20_000), ledger(700, 'b')];
-    let env = new LmdbEnv(dir, 'sync');
-    let trees = new MerkleTrees(new LmdbMerkleStore(env), silentLogger());
+    await commit(first, 'acme', acme.slice(0, 15_000));
+    await commit(first, 'beta', beta);
+    let trees = new MerkleTrees(new LmdbMerkleStore(first.env), first.ledger, silentLogger());
     for (let i = 0; i < 15_000; i += 250) trees.onCommitted('acme', acme.slice(i, i + 250));
     trees.onCommitted('beta', beta);
     trees.onCommitted('acme', acme.slice(0, 10)); // rows it holds already: skipped
     await trees.settled();
     expect(rootAt(trees.tree('acme')).equals(rootAt(reference(acme.slice(0, 15_000))))).toBe(true);
-    await env.close();
+    await first.close();
 
-    env = new LmdbEnv(dir, 'sync');
-    trees = new MerkleTrees(new LmdbMerkleStore(env), silentLogger());
-    // Stored: whole stripes of 256 leaves; the start-up replay gives it the rows after them.
+    const stores = openLmdb(dir);
+    await commit(stores, 'acme', acme.slice(15_000));
+    trees = new MerkleTrees(new LmdbMerkleStore(stores.env), stores.ledger, silentLogger());
+    // Stored: whole stripes of 256 leaves; the rest is read from the ledger.
     expect(trees.size('acme')).toBe(Math.floor(15_000 / 256) * 256);
     expect(trees.size('beta')).toBe(512);
     expect(trees.size('nobody')).toBe(0);
-    trees.onCommitted('acme', acme.slice(trees.size('acme')));
-    trees.onCommitted('beta', beta.slice(512));
+    await trees.catchUpAll();
     await trees.settled();
     const full = reference(acme);
     const tree = trees.tree('acme');
+    expect(tree.size).toBe(20_000);
     expect(rootAt(tree).equals(rootAt(full))).toBe(true);
     expect(rootAt(trees.tree('beta')).equals(rootAt(reference(beta)))).toBe(true);
     for (const m of [0, 255, 256, 12_345, 19_999]) expect(inclusionProof(tree, m)).toEqual(inclusionProof(full, m));
     expect(consistencyProof(tree, 15_000)).toEqual(consistencyProof(full, 15_000));
-    await env.close();
+    await stores.close();
   });
 
-  it('refuses a row that skips seqs (a broken feed), and keeps stripes whose write failed readable until a later write stores them', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'vigil-merkle-'));
-    dirs.push(dir);
-    const env = new LmdbEnv(dir, 'sync');
-    const lmdb = new LmdbMerkleStore(env);
+  it('catches up from the ledger when given rows past a gap, leaving live rows to the catch-up meanwhile', async () => {
+    const { stores } = open();
+    const rows = ledger(3_000);
+    await commit(stores, 'acme', rows.slice(0, 2_000));
+    const trees = new MerkleTrees(new LmdbMerkleStore(stores.env), stores.ledger, silentLogger());
+    trees.onCommitted('acme', rows.slice(0, 100));
+    trees.onCommitted('acme', rows.slice(1_000, 2_000)); // rows 101..1000 were never given
+    await commit(stores, 'acme', rows.slice(2_000));
+    trees.onCommitted('acme', rows.slice(2_000)); // while it catches up: the catch-up reads them
+    await trees.catchUpAll();
+    expect(trees.size('acme')).toBe(3_000);
+    expect(rootAt(trees.tree('acme')).equals(rootAt(reference(rows)))).toBe(true);
+    await trees.settled();
+    await stores.close();
+  });
+
+  it('keeps stripes whose write failed readable until a later write stores them', async () => {
+    const { stores } = open();
+    const lmdb = new LmdbMerkleStore(stores.env);
     let failing = true;
     const store: MerkleStore = {
       stripe: (org, level, index) => lmdb.stripe(org, level, index),
@@ -77,9 +102,9 @@ describe('Merkle trees of orgs, stored in LMDB', () => {
       put: (stripes) => (failing ? Promise.reject(new Error('disk full')) : lmdb.put(stripes)),
     };
     const lines: LogLine[] = [];
-    const trees = new MerkleTrees(store, captureLogger(lines));
     const rows = ledger(1_000);
-    expect(() => trees.onCommitted('acme', [rows[1]!])).toThrow(/holds 0 leaves and was given seq 2/);
+    await commit(stores, 'acme', rows);
+    const trees = new MerkleTrees(store, stores.ledger, captureLogger(lines));
     trees.onCommitted('acme', rows.slice(0, 600));
     await trees.settled();
     expect(lines.map((l) => l.msg)).toContain('storing Merkle tree stripes failed; they stay in memory and are tried again with the next');
@@ -90,6 +115,6 @@ describe('Merkle trees of orgs, stored in LMDB', () => {
     await trees.settled();
     expect(lmdb.storedStripes('acme')).toBe(3);
     expect(rootAt(trees.tree('acme')).equals(rootAt(reference(rows)))).toBe(true);
-    await env.close();
+    await stores.close();
   });
 });

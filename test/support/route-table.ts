@@ -88,6 +88,10 @@ export const ROUTE_CASES: Readonly<Record<string, RouteCase>> = {
   'POST /events/batch': { auth: 'events:write', freeform: ['events'], request: (ids, fresh) => ({ body: { events: [ingest(ids, fresh).body] } }) },
   'GET /audit/export': { auth: 'key', request: (ids) => ({ query: { since_seq: '0', until_seq: String(ids.ledgerLength) } }) },
   'GET /audit/:agent_id/verify': { auth: 'key', names: true, request: (ids) => ({ params: { agent_id: ids.agent } }) },
+  'GET /audit/checkpoint': { auth: 'key', request: none },
+  // The tree takes committed rows a moment after their commit: seq 1 and size 1 are always in it.
+  'GET /audit/proof/inclusion': { auth: 'key', request: () => ({ query: { seq: '1', tree_size: '1' } }) },
+  'GET /audit/proof/consistency': { auth: 'key', request: () => ({ query: { from: '1', to: '1' } }) },
   'GET /webhooks': { auth: 'admin', request: none },
   'POST /webhooks': { auth: 'admin', request: (ids) => ({ body: { url: ids.hookUrl, events: ['review.escalated'] } }) },
   'GET /webhooks/:webhook_id': { auth: 'admin', names: true, request: webhook },

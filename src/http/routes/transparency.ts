@@ -1,0 +1,75 @@
+import type { SignedCheckpoint } from '../../actors/log-checkpoints.js';
+import { consistencyProof, inclusionProof } from '../../domain/merkle.js';
+import { VigilError } from '../../errors.js';
+import type { AppDeps } from '../deps.js';
+import type { Route } from '../router.js';
+import { queryInt } from '../validate.js';
+
+const MAX_SIZE = 1e15;
+const hex = (b: Buffer): string => b.toString('hex');
+
+/**
+ * The org's transparency log (DESIGN §10), for any key of the org: its latest signed checkpoint,
+ * and O(log n) inclusion and consistency proofs read from the stored tree (nothing recomputed
+ * from the leaves).
+ */
+export function transparencyRoutes(deps: AppDeps): Route[] {
+  const { trees, checkpoints } = deps.transparency;
+  /** The org's latest checkpoint, or 503 while its tree is being rebuilt from the ledger. */
+  const latestOf = (org: string): SignedCheckpoint => {
+    const latest = checkpoints.get(org);
+    if (latest === null) throw new VigilError('unavailable', 'this org\'s Merkle tree is being rebuilt from the ledger (after a start); ask again in a moment', undefined, { retryAfterSeconds: 1 });
+    return latest;
+  };
+  return [
+    {
+      method: 'get',
+      path: '/audit/checkpoint',
+      auth: 'key',
+      handler: ({ key }) => ({ text: latestOf(key.org).note, contentType: 'text/plain; charset=utf-8' }),
+    },
+    {
+      method: 'get',
+      path: '/audit/proof/inclusion',
+      auth: 'key',
+      handler: ({ key, query }) => {
+        if (!query.has('seq')) throw invalid('seq', 'required: the seq of the record to prove');
+        const seq = queryInt(query, 'seq', 0, 1, MAX_SIZE);
+        const latest = latestOf(key.org);
+        const size = queryInt(query, 'tree_size', latest.size, 1, MAX_SIZE);
+        const tree = trees.tree(key.org);
+        if (size > tree.size) throw invalid('tree_size', `the tree holds ${tree.size} records`);
+        if (seq > size) throw invalid('seq', `a record of the tree of ${size} (1..${size})`);
+        return {
+          body: {
+            seq,
+            leaf_index: seq - 1,
+            tree_size: size,
+            leaf_hash: hex(tree.node(0, seq - 1)),
+            hashes: inclusionProof(tree, seq - 1, size).map(hex),
+            // The signed checkpoint the proof leads to, when it is of that size.
+            checkpoint: size === latest.size ? latest.note : null,
+          },
+        };
+      },
+    },
+    {
+      method: 'get',
+      path: '/audit/proof/consistency',
+      auth: 'key',
+      handler: ({ key, query }) => {
+        const tree = trees.tree(key.org);
+        if (!query.has('from') || !query.has('to')) throw invalid(query.has('from') ? 'to' : 'from', 'required: the two tree sizes');
+        const from = queryInt(query, 'from', 1, 1, MAX_SIZE);
+        const to = queryInt(query, 'to', 1, 1, MAX_SIZE);
+        if (to > tree.size) throw invalid('to', `the tree holds ${tree.size} records`);
+        if (from > to) throw invalid('from', 'must not be above to');
+        return { body: { from, to, hashes: consistencyProof(tree, from, to).map(hex) } };
+      },
+    },
+  ];
+}
+
+function invalid(path: string, message: string): VigilError {
+  return new VigilError('validation_failed', `invalid query: ${path}`, [{ path, message }]);
+}

@@ -1,0 +1,149 @@
+import { createPrivateKey, generateKeyPairSync } from 'node:crypto';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { canonicalize } from '../../src/domain/jcs.js';
+import { leafInput } from '../../src/domain/ledger.js';
+import { leafHash, MemoryTree, rootAt } from '../../src/domain/merkle.js';
+import { verifyConsistency, verifyInclusion } from '../../src/domain/merkle-verify.js';
+import { noteKey, openNote, parseCheckpoint, rawPublicKey, type Checkpoint } from '../../src/domain/signed-note.js';
+import { LOG_KEY_FILE } from '../../src/services/log-key.js';
+import { call, parseLines, removeDir, startServer, tempDir, type TestServer } from '../support/server.js';
+
+// DESIGN §10 over real HTTP, embedded mode: the org's signed checkpoint, inclusion and consistency
+// proofs, checked here from the export alone, with the key in the data dir; across a restart.
+
+const hex = (h: string): Buffer => Buffer.from(h, 'hex');
+
+/** The tree an auditor builds from the export, knowing nothing of the service's. */
+async function treeFromExport(url: string): Promise<MemoryTree> {
+  const tree = new MemoryTree();
+  for (const r of parseLines((await call(url, 'GET', '/audit/export')).text)) {
+    tree.append(leafHash(leafInput({ seq: r.seq, kind: r.kind, recordedAt: r.recorded_at, agentId: r.agent_id, bodyJson: canonicalize(r.body) })));
+  }
+  return tree;
+}
+
+/** The latest checkpoint once it covers `size` records (signed within a second or so), opened with the key. */
+async function checkpointOf(server: TestServer, size: number, keyFile = join(server.dataDir, LOG_KEY_FILE)): Promise<Checkpoint> {
+  const key = noteKey(`127.0.0.1:${new URL(server.url).port}/vigil/acme`, rawPublicKey(createPrivateKey(readFileSync(keyFile, 'utf8'))));
+  let note = '';
+  await expect
+    .poll(
+      async () => {
+        const res = await call(server.url, 'GET', '/audit/checkpoint');
+        expect(res.headers.get('content-type')).toBe('text/plain; charset=utf-8');
+        note = res.text;
+        return parseCheckpoint(openNote(note, key) ?? '')?.size;
+      },
+      { timeout: 5000, interval: 100 },
+    )
+    .toBe(size);
+  return parseCheckpoint(openNote(note, key)!)!;
+}
+
+async function ingest(url: string, n: number): Promise<void> {
+  for (let i = 0; i < n; i += 50) {
+    const events = Array.from({ length: Math.min(50, n - i) }, (_, j) => ({ agent_id: 'a', event_type: 'config_read', payload: { i: i + j } }));
+    expect((await call(url, 'POST', '/events/batch', { body: { events } })).status).toBe(200);
+  }
+}
+
+describe('transparency log over HTTP (embedded)', () => {
+  const dir = tempDir();
+  let server: TestServer;
+
+  beforeAll(async () => {
+    server = await startServer({}, dir);
+    await call(server.url, 'POST', '/agents/', { body: { agent_id: 'a', name: 'A' } });
+    await ingest(server.url, 299); // 300 records: one full stripe of 256 and part of the next
+  });
+  afterAll(async () => {
+    await server.close();
+    removeDir(dir);
+  });
+
+  it('signs a checkpoint whose root is the one an auditor computes from the export', async () => {
+    const checkpoint = await checkpointOf(server, 300);
+    expect(checkpoint.origin).toBe(`127.0.0.1:${new URL(server.url).port}/vigil/acme`);
+    expect(checkpoint.root.equals(rootAt(await treeFromExport(server.url)))).toBe(true);
+  });
+
+  it('proves any record\'s inclusion in the checkpoint, with the leaf hash of its exported bytes', async () => {
+    const checkpoint = await checkpointOf(server, 300);
+    const exported = await treeFromExport(server.url);
+    for (const seq of [1, 2, 128, 256, 257, 299, 300]) {
+      const res = await call(server.url, 'GET', `/audit/proof/inclusion?seq=${seq}`);
+      expect(res.status).toBe(200);
+      const { leaf_index, tree_size, leaf_hash, hashes, checkpoint: note } = res.body;
+      expect([leaf_index, tree_size]).toEqual([seq - 1, 300]);
+      expect(leaf_hash).toBe(exported.node(0, seq - 1).toString('hex'));
+      expect(typeof note).toBe('string');
+      expect(verifyInclusion(seq - 1, 300, hex(leaf_hash), hashes.map(hex), checkpoint.root), `seq ${seq}`).toBe(true);
+    }
+    // Against an earlier size, from the auditor's own root of it.
+    const res = await call(server.url, 'GET', '/audit/proof/inclusion?seq=10&tree_size=100');
+    expect(res.body.checkpoint).toBeNull();
+    expect(verifyInclusion(9, 100, hex(res.body.leaf_hash), res.body.hashes.map(hex), rootAt(exported, 100))).toBe(true);
+  });
+
+  it('proves the log at any earlier size a prefix of the latest', async () => {
+    const checkpoint = await checkpointOf(server, 300);
+    const exported = await treeFromExport(server.url);
+    for (const from of [1, 100, 256, 257, 300]) {
+      const res = await call(server.url, 'GET', `/audit/proof/consistency?from=${from}&to=300`);
+      expect(res.status).toBe(200);
+      expect(res.body).toMatchObject({ from, to: 300 });
+      expect(verifyConsistency(from, 300, rootAt(exported, from), checkpoint.root, res.body.hashes.map(hex)), `from ${from}`).toBe(true);
+    }
+  });
+
+  it('refuses queries outside the tree with 400 naming the parameter', async () => {
+    for (const [path, param] of [
+      ['/audit/proof/inclusion', 'seq'],
+      ['/audit/proof/inclusion?seq=0', 'seq'],
+      ['/audit/proof/inclusion?seq=abc', 'seq'],
+      ['/audit/proof/inclusion?seq=301&tree_size=300', 'seq'],
+      ['/audit/proof/inclusion?seq=1&tree_size=301', 'tree_size'],
+      ['/audit/proof/consistency?to=5', 'from'],
+      ['/audit/proof/consistency?from=5', 'to'],
+      ['/audit/proof/consistency?from=6&to=5', 'from'],
+      ['/audit/proof/consistency?from=1&to=301', 'to'],
+    ] as const) {
+      const res = await call(server.url, 'GET', path);
+      expect(res.status, path).toBe(400);
+      expect(res.body.error.details[0].path, path).toBe(param);
+    }
+    expect((await call(server.url, 'GET', '/audit/checkpoint', { key: null })).status).toBe(401);
+  });
+
+  it('keeps its key and its tree across a restart: the new checkpoint is consistent with the old', async () => {
+    const before = await checkpointOf(server, 300);
+    await server.close();
+    server = await startServer({}, dir);
+    await ingest(server.url, 40);
+    const after = await checkpointOf(server, 340);
+    const res = await call(server.url, 'GET', '/audit/proof/consistency?from=300&to=340');
+    expect(verifyConsistency(300, 340, before.root, after.root, res.body.hashes.map(hex))).toBe(true);
+    expect(after.root.equals(rootAt(await treeFromExport(server.url)))).toBe(true);
+  });
+});
+
+describe('the log key', () => {
+  it('is the one VIGIL_LOG_KEY names, and a start with a key that is not Ed25519 fails naming the file', async () => {
+    const dir = tempDir();
+    const file = join(dir, 'given.pem');
+    writeFileSync(file, generateKeyPairSync('ed25519').privateKey.export({ format: 'pem', type: 'pkcs8' }));
+    const server = await startServer({ VIGIL_LOG_KEY: file }, join(dir, 'data'));
+    try {
+      await call(server.url, 'POST', '/agents/', { body: { agent_id: 'a', name: 'A' } });
+      expect((await checkpointOf(server, 1, file)).size).toBe(1);
+    } finally {
+      await server.close();
+    }
+    const rsa = join(dir, 'rsa.pem');
+    writeFileSync(rsa, generateKeyPairSync('rsa', { modulusLength: 1024 }).privateKey.export({ format: 'pem', type: 'pkcs8' }));
+    await expect(startServer({ VIGIL_LOG_KEY: rsa }, join(dir, 'data2'))).rejects.toThrow(/rsa\.pem is an rsa key, not Ed25519/);
+    removeDir(dir);
+  });
+});
