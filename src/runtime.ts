@@ -218,7 +218,7 @@ async function start(config: Config, log: Logger, options: RuntimeOptions, lock:
   const http = await startHttpServer(config.host, config.port, log, async (port) => {
     listening = true;
     const served = withBoundPort(config, port);
-    checkpoints = new LogCheckpoints(trees, logKey, new URL(served.baseUrl).host);
+    checkpoints = new LogCheckpoints(trees, logKey, new URL(served.baseUrl).host, log);
     studio = served.demo
       ? await Studio.start({
           commands,

@@ -1,6 +1,8 @@
 import type { KeyObject } from 'node:crypto';
 import { rootAt } from '../domain/merkle.js';
 import { checkpointText, noteKey, rawPublicKey, signNote, type NoteKey } from '../domain/signed-note.js';
+import { ensureError } from '../errors.js';
+import type { Logger } from '../log.js';
 import type { MerkleTrees } from './merkle-trees.js';
 
 export interface SignedCheckpoint {
@@ -16,19 +18,26 @@ export interface SignedCheckpoint {
  * record committed more than a second ago. An org asked for before its first tick (just started,
  * or never written) gets one signed then.
  *
- * The origin is `<host of the base URL>/vigil/<org>`, and the key signs under the origin as its
- * name (as the checkpoint-v1 vector does), so each org's verifier key names its own log.
+ * The origin is `<host of the base URL>/vigil/<org>`. Each note carries two signatures by the one
+ * log key: under the origin as its name (as the checkpoint-v1 vector does, and as C2SP tools
+ * expect a log's key to be named), and under the origin prefix `<host>/vigil`, the name of the
+ * verifier key `GET /public/log-key` publishes, which so checks every org's checkpoints. A verifier
+ * uses the line of the key it holds and ignores the other.
  */
 export class LogCheckpoints {
   private readonly latest = new Map<string, SignedCheckpoint>();
   private readonly publicKey: Buffer;
+  /** The key under the origin prefix: the one published. */
+  readonly prefixKey: NoteKey;
 
   constructor(
     private readonly trees: MerkleTrees,
     private readonly key: KeyObject,
     private readonly host: string,
+    private readonly log: Logger,
   ) {
     this.publicKey = rawPublicKey(key);
+    this.prefixKey = noteKey(`${host}/vigil`, this.publicKey);
   }
 
   origin(org: string): string {
@@ -39,15 +48,25 @@ export class LogCheckpoints {
     return noteKey(this.origin(org), this.publicKey);
   }
 
-  /** The org's latest checkpoint; null while its tree catches up with the ledger (after a start) and has none yet. */
+  /**
+   * The org's latest checkpoint; null while its tree catches up with the ledger. A checkpoint is
+   * never signed for a size below one signed before (a monitor would take it for a rollback).
+   */
   get(org: string): SignedCheckpoint | null {
-    return this.latest.get(org) ?? (this.trees.catchingUp(org) ? null : this.sign(org));
+    if (this.trees.catchingUp(org)) return null;
+    const latest = this.latest.get(org);
+    return latest !== undefined && latest.size >= this.trees.size(org) ? latest : this.sign(org);
   }
 
   /** Signs a checkpoint for every org whose tree grew since its last one. */
   tick(): void {
     for (const org of this.trees.orgs()) {
-      if (!this.trees.catchingUp(org) && this.trees.size(org) !== this.latest.get(org)?.size) this.sign(org);
+      try {
+        if (!this.trees.catchingUp(org) && this.trees.size(org) > (this.latest.get(org)?.size ?? -1)) this.sign(org);
+      } catch (error) {
+        // One org's tree that cannot be read must neither stop the others' checkpoints nor the process.
+        this.log.error({ org, error: ensureError(error).message }, 'signing a checkpoint failed');
+      }
     }
   }
 
@@ -55,7 +74,9 @@ export class LogCheckpoints {
     const tree = this.trees.tree(org);
     const root = rootAt(tree);
     const origin = this.origin(org);
-    const signed = { size: tree.size, root, note: signNote(checkpointText({ origin, size: tree.size, root }), noteKey(origin, this.publicKey), this.key) };
+    const text = checkpointText({ origin, size: tree.size, root });
+    const cosigned = signNote(text, this.prefixKey, this.key).slice(text.length + 1);
+    const signed = { size: tree.size, root, note: signNote(text, noteKey(origin, this.publicKey), this.key) + cosigned };
     this.latest.set(org, signed);
     return signed;
   }

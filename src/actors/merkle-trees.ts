@@ -30,6 +30,8 @@ export class MerkleTrees {
   private scheduled = false;
   /** Orgs whose tree is catching up with the ledger, and each catch-up's end. */
   private readonly catching = new Map<string, Promise<void>>();
+  /** Orgs whose last catch-up failed (tried again with their next commit). */
+  private readonly broken = new Set<string>();
 
   constructor(
     private readonly store: MerkleStore,
@@ -65,6 +67,10 @@ export class MerkleTrees {
    */
   readonly onCommitted = (org: string, rows: readonly LedgerRow[]): void => {
     if (this.catching.has(org)) return;
+    if (this.broken.has(org)) {
+      this.catchUp(org);
+      return;
+    }
     try {
       const tree = this.tree(org);
       const first = rows.findIndex((row) => row.seq > tree.size);
@@ -72,19 +78,30 @@ export class MerkleTrees {
       if (rows[first]!.seq !== tree.size + 1) this.catchUp(org);
       else this.append(org, rows.slice(first));
     } catch (error) {
-      this.trees.delete(org); // resumed again from storage by the catch-up
-      this.log.error({ org, error: ensureError(error).message }, 'the Merkle tree could not take committed rows; it catches up with the next commit');
+      this.log.error({ org, error: ensureError(error).message }, 'the Merkle tree could not take committed rows; it catches up from the ledger');
+      this.catchUp(org);
     }
   };
 
-  /** Whether the org's tree is reading rows it lacks from the ledger (its size may be behind what it held before a restart). */
+  /**
+   * Whether the org's tree cannot be trusted to be whole now: reading rows it lacks from the
+   * ledger (its size may be below what it held before a restart), or its last catch-up failed.
+   */
   catchingUp(org: string): boolean {
-    return this.catching.has(org);
+    return this.catching.has(org) || this.broken.has(org);
   }
 
   /** Starts a catch-up of every org whose tree is behind its ledger; resolves when all have caught up. */
   catchUpAll(): Promise<void> {
-    for (const org of this.ledger.orgs()) if (this.size(org) < (this.ledger.last(org)?.seq ?? 0)) this.catchUp(org);
+    for (const org of this.ledger.orgs()) {
+      try {
+        if (this.size(org) < (this.ledger.last(org)?.seq ?? 0)) this.catchUp(org);
+      } catch (error) {
+        // Stored stripes it cannot resume from: logged, and the org's routes answer 503 until mended.
+        this.log.error({ org, error: ensureError(error).message }, 'the Merkle tree could not be resumed from storage');
+        this.catchUp(org);
+      }
+    }
     return Promise.all(this.catching.values()).then(() => undefined);
   }
 
@@ -97,13 +114,19 @@ export class MerkleTrees {
         for (;;) {
           const tree = this.tree(org);
           const last = this.ledger.last(org)?.seq ?? 0;
-          if (tree.size >= last) return;
-          this.append(org, [...this.ledger.range(org, tree.size + 1, Math.min(last, tree.size + CATCH_UP_ROWS))]);
+          if (tree.size >= last) {
+            this.broken.delete(org);
+            return;
+          }
+          const rows = [...this.ledger.range(org, tree.size + 1, Math.min(last, tree.size + CATCH_UP_ROWS))];
+          if (rows.length === 0) throw new Error(`the ledger has no row ${tree.size + 1} although its last is ${last}`);
+          this.append(org, rows);
           await this.writing;
           await new Promise((resolve) => setImmediate(resolve));
         }
       } catch (error) {
         this.log.error({ org, error: ensureError(error).message }, 'the Merkle tree could not catch up with the ledger; it tries again with the next commit');
+        this.broken.add(org);
       } finally {
         this.catching.delete(org);
         finish();

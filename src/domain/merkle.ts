@@ -41,9 +41,9 @@ export function splitPoint(n: number): number {
   return k;
 }
 
-/** Whether n is 2^k for some k ≥ 0 (exact for every safe integer, unlike a 32-bit mask). */
+/** Whether n is 2^k for some k ≥ 0, for any safe integer (a 32-bit mask stops at 2^31; Math.log2 alone rounds 2^k ± 1 to k past 2^49). */
 export function isPowerOfTwo(n: number): boolean {
-  return n >= 1 && Number.isInteger(Math.log2(n));
+  return Number.isSafeInteger(n) && n >= 1 && 2 ** Math.round(Math.log2(n)) === n;
 }
 
 /** MTH(D[start:end]) for a range the RFC's recursion visits (each complete piece is aligned). */

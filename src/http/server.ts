@@ -90,7 +90,7 @@ export function appRoutes(deps: AppDeps): Route[] {
     ...agentRoutes(deps),
     ...ingestRoutes(deps),
     ...auditRoutes(deps),
-    ...transparencyRoutes(deps),
+    ...transparencyRoutes(deps, gate),
     ...webhookRoutes(deps),
     ...reviewRoutes(deps),
     ...exportRoutes(deps),

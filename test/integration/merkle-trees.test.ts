@@ -83,9 +83,13 @@ describe('Merkle trees of orgs, stored in LMDB', () => {
     const trees = new MerkleTrees(new LmdbMerkleStore(stores.env), stores.ledger, silentLogger());
     trees.onCommitted('acme', rows.slice(0, 100));
     trees.onCommitted('acme', rows.slice(1_000, 2_000)); // rows 101..1000 were never given
+    // The catch-up has read its first chunk and waits for its stripes' write: it is under way.
+    expect(trees.catchingUp('acme')).toBe(true);
+    expect(trees.size('acme')).toBeLessThan(2_000);
     await commit(stores, 'acme', rows.slice(2_000));
-    trees.onCommitted('acme', rows.slice(2_000)); // while it catches up: the catch-up reads them
+    trees.onCommitted('acme', rows.slice(2_000)); // while it catches up: left to the catch-up, which reads them
     await trees.catchUpAll();
+    expect(trees.catchingUp('acme')).toBe(false);
     expect(trees.size('acme')).toBe(3_000);
     expect(rootAt(trees.tree('acme')).equals(rootAt(reference(rows)))).toBe(true);
     await trees.settled();

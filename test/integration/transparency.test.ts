@@ -6,7 +6,7 @@ import { canonicalize } from '../../src/domain/jcs.js';
 import { leafInput } from '../../src/domain/ledger.js';
 import { leafHash, MemoryTree, rootAt } from '../../src/domain/merkle.js';
 import { verifyConsistency, verifyInclusion } from '../../src/domain/merkle-verify.js';
-import { noteKey, openNote, parseCheckpoint, rawPublicKey, type Checkpoint } from '../../src/domain/signed-note.js';
+import { noteKey, openNote, parseCheckpoint, parseVerifierKey, rawPublicKey, type Checkpoint } from '../../src/domain/signed-note.js';
 import { LOG_KEY_FILE } from '../../src/services/log-key.js';
 import { call, parseLines, removeDir, startServer, tempDir, type TestServer } from '../support/server.js';
 
@@ -117,14 +117,41 @@ describe('transparency log over HTTP (embedded)', () => {
     expect((await call(server.url, 'GET', '/audit/checkpoint', { key: null })).status).toBe(401);
   });
 
+  it('publishes one verifier key that checks every org\'s checkpoints, and the checkpoints and consistency proofs of orgs with a public agent', async () => {
+    const port = new URL(server.url).port;
+    const [checkpointPath, proofPath] = ['/public/checkpoints/acme', '/public/proof/acme/consistency?from=100&to=300'];
+    // No public agent yet: 404 exactly as the public list answers; a key sent to a public route: 400.
+    for (const path of [checkpointPath, proofPath, '/public/checkpoints/nobody']) {
+      const res = await call(server.url, 'GET', path, { key: null });
+      expect(res.status, path).toBe(404);
+      expect(res.text).toBe((await call(server.url, 'GET', '/public/agents/acme', { key: null })).text);
+    }
+    expect((await call(server.url, 'GET', '/public/log-key')).status).toBe(400);
+    expect((await call(server.url, 'PATCH', '/admin/agents/a', { body: { public: true } })).status).toBe(200);
+
+    const published = await call(server.url, 'GET', '/public/log-key', { key: null });
+    expect(published.headers.get('content-type')).toBe('text/plain; charset=utf-8');
+    const vkey = parseVerifierKey(published.text)!;
+    expect(vkey.name).toBe(`127.0.0.1:${port}/vigil`);
+    const own = await checkpointOf(server, 301); // the PATCH is record 301
+    const note = await call(server.url, 'GET', checkpointPath, { key: null });
+    expect(note.status).toBe(200);
+    const opened = parseCheckpoint(openNote(note.text, vkey) ?? '');
+    expect(opened?.root.equals(own.root), 'the published key checks the org\'s checkpoint').toBe(true);
+    const proof = await call(server.url, 'GET', proofPath.replace('to=300', 'to=301'), { key: null });
+    expect(proof.status).toBe(200);
+    expect(verifyConsistency(100, 301, rootAt(await treeFromExport(server.url), 100), own.root, proof.body.hashes.map(hex))).toBe(true);
+    expect((await call(server.url, 'GET', '/public/proof/acme/consistency?from=2&to=999', { key: null })).status).toBe(400);
+  });
+
   it('keeps its key and its tree across a restart: the new checkpoint is consistent with the old', async () => {
-    const before = await checkpointOf(server, 300);
+    const before = await checkpointOf(server, 301);
     await server.close();
     server = await startServer({}, dir);
     await ingest(server.url, 40);
-    const after = await checkpointOf(server, 340);
-    const res = await call(server.url, 'GET', '/audit/proof/consistency?from=300&to=340');
-    expect(verifyConsistency(300, 340, before.root, after.root, res.body.hashes.map(hex))).toBe(true);
+    const after = await checkpointOf(server, 341);
+    const res = await call(server.url, 'GET', '/audit/proof/consistency?from=301&to=341');
+    expect(verifyConsistency(301, 341, before.root, after.root, res.body.hashes.map(hex))).toBe(true);
     expect(after.root.equals(rootAt(await treeFromExport(server.url)))).toBe(true);
   });
 });

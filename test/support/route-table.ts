@@ -116,6 +116,9 @@ export const ROUTE_CASES: Readonly<Record<string, RouteCase>> = {
   // Public reads refuse a key (spec 4.1: "a key must not be sent to these routes"): 400.
   'GET /public/agents/:org/:agent_id': { auth: 'none', withKey: 400, request: publicRecord },
   'GET /public/agents/:org': { auth: 'none', withKey: 400, request: (ids) => ({ params: { org: ids.org }, query: { limit: '10', offset: '0' } }) },
+  'GET /public/log-key': { auth: 'none', withKey: 400, request: none },
+  'GET /public/checkpoints/:org': { auth: 'none', withKey: 400, request: (ids) => ({ params: { org: ids.org } }) },
+  'GET /public/proof/:org/consistency': { auth: 'none', withKey: 400, request: (ids) => ({ params: { org: ids.org }, query: { from: '1', to: '1' } }) },
   // A CORS preflight never carries credentials; it answers the same whatever is sent.
   'OPTIONS /public/agents/:org/:agent_id': { auth: 'none', withKey: 204, request: publicRecord },
   'OPTIONS /public/agents/:org': { auth: 'none', withKey: 204, request: (ids) => ({ params: { org: ids.org } }) },

@@ -1,8 +1,11 @@
 import type { SignedCheckpoint } from '../../actors/log-checkpoints.js';
 import { consistencyProof, inclusionProof } from '../../domain/merkle.js';
+import { verifierKey } from '../../domain/signed-note.js';
 import { VigilError } from '../../errors.js';
 import type { AppDeps } from '../deps.js';
-import type { Route } from '../router.js';
+import { errorResponse } from '../errors.js';
+import type { Route, RouteContext, RouteResult } from '../router.js';
+import { PUBLIC_NOT_FOUND, publicRoute, type PublicGate } from './public.js';
 import { queryInt } from '../validate.js';
 
 const MAX_SIZE = 1e15;
@@ -13,12 +16,13 @@ const hex = (b: Buffer): string => b.toString('hex');
  * and O(log n) inclusion and consistency proofs read from the stored tree (nothing recomputed
  * from the leaves).
  */
-export function transparencyRoutes(deps: AppDeps): Route[] {
+export function transparencyRoutes(deps: AppDeps, gate: PublicGate): Route[] {
   const { trees, checkpoints } = deps.transparency;
   /** The org's latest checkpoint, or 503 while its tree is being rebuilt from the ledger. */
+  const rebuilding = (): VigilError => new VigilError('unavailable', 'this org\'s Merkle tree is being rebuilt from the ledger (after a start); ask again in a moment', undefined, { retryAfterSeconds: 1 });
   const latestOf = (org: string): SignedCheckpoint => {
     const latest = checkpoints.get(org);
-    if (latest === null) throw new VigilError('unavailable', 'this org\'s Merkle tree is being rebuilt from the ledger (after a start); ask again in a moment', undefined, { retryAfterSeconds: 1 });
+    if (latest === null) throw rebuilding();
     return latest;
   };
   return [
@@ -57,17 +61,50 @@ export function transparencyRoutes(deps: AppDeps): Route[] {
       method: 'get',
       path: '/audit/proof/consistency',
       auth: 'key',
-      handler: ({ key, query }) => {
-        const tree = trees.tree(key.org);
-        if (!query.has('from') || !query.has('to')) throw invalid(query.has('from') ? 'to' : 'from', 'required: the two tree sizes');
-        const from = queryInt(query, 'from', 1, 1, MAX_SIZE);
-        const to = queryInt(query, 'to', 1, 1, MAX_SIZE);
-        if (to > tree.size) throw invalid('to', `the tree holds ${tree.size} records`);
-        if (from > to) throw invalid('from', 'must not be above to');
-        return { body: { from, to, hashes: consistencyProof(tree, from, to).map(hex) } };
-      },
+      handler: ({ key, query }) => consistency(key.org, query),
     },
+    // Public, for orgs with a public agent (others 404 exactly as the public list does): the key,
+    // the checkpoint, consistency proofs. No key, the public rate limit.
+    publicRoute('/public/log-key', gate, (_ctx, headers) => ({ text: `${verifierKey(checkpoints.prefixKey)}\n`, contentType: 'text/plain; charset=utf-8', headers })),
+    publicRoute('/public/checkpoints/:org', gate, (ctx, headers) =>
+      withGateHeaders(headers, () =>
+        publicOrg(ctx) ? { text: latestOf(ctx.params.org!).note, contentType: 'text/plain; charset=utf-8', headers: { ...headers, 'cache-control': 'no-cache' } } : notFound(headers),
+      ),
+    ),
+    publicRoute('/public/proof/:org/consistency', gate, (ctx, headers) =>
+      withGateHeaders(headers, () => (publicOrg(ctx) ? { ...consistency(ctx.params.org!, ctx.query), headers } : notFound(headers))),
+    ),
   ];
+
+  /** A public answer, its errors (400, 503) too, with the gate's headers (CORS, rate limit): a page on another origin reads them. */
+  function withGateHeaders(headers: Record<string, string>, answer: () => RouteResult): RouteResult {
+    try {
+      return answer();
+    } catch (error) {
+      const refused = errorResponse(error, deps.log);
+      return { status: refused.status, text: refused.body, contentType: 'application/json', headers: { ...headers, 'cache-control': 'no-store', ...refused.headers } };
+    }
+  }
+
+  function consistency(org: string, query: URLSearchParams): { body: unknown } {
+    if (trees.catchingUp(org)) throw rebuilding();
+    const tree = trees.tree(org);
+    if (!query.has('from') || !query.has('to')) throw invalid(query.has('from') ? 'to' : 'from', 'required: the two tree sizes');
+    const from = queryInt(query, 'from', 1, 1, MAX_SIZE);
+    const to = queryInt(query, 'to', 1, 1, MAX_SIZE);
+    if (to > tree.size) throw invalid('to', `the tree holds ${tree.size} records`);
+    if (from > to) throw invalid('from', 'must not be above to');
+    return { body: { from, to, hashes: consistencyProof(tree, from, to).map(hex) } };
+  }
+
+  function publicOrg(ctx: RouteContext): boolean {
+    return deps.publicRecords.listJson(ctx.params.org ?? '', 1, 0) !== undefined;
+  }
+}
+
+/** As the public list answers an org without a public agent, byte for byte and header for header. */
+function notFound(headers: Record<string, string>): RouteResult {
+  return { status: 404, text: PUBLIC_NOT_FOUND, contentType: 'application/json', headers: { ...headers, 'cache-control': 'public, max-age=60' } };
 }
 
 function invalid(path: string, message: string): VigilError {
