@@ -89,14 +89,32 @@ export class StripedTree implements NodeSource {
     const stripe = Math.floor(index / STRIPE_WIDTH);
     const full = this.full[level] ?? 0;
     if (stripe < full) {
-      const bytes = this.store.stripe(level, stripe);
-      if (bytes === undefined || bytes.length !== STRIPE_WIDTH * HASH) throw new Error(`stripe ${level}/${stripe} of the Merkle tree is missing from storage`);
       const at = (index % STRIPE_WIDTH) * HASH;
-      return bytes.subarray(at, at + HASH);
+      return this.stored(level, stripe).subarray(at, at + HASH);
     }
     const found = stripe === full ? this.open[level]?.[index % STRIPE_WIDTH] : undefined;
     if (found === undefined) throw new RangeError(`no complete node ${level}/${index} in a tree of ${this.leaves}`);
     return found;
+  }
+
+  /**
+   * The first `width` hashes (all 256 when null) of stripe `index` of `level`, concatenated: a
+   * C2SP tile when level is a multiple of 8 (a partial one for a width below 256). Undefined
+   * when the tree does not hold that many yet.
+   */
+  stripeBytes(level: number, index: number, width: number | null): Buffer | undefined {
+    const want = width ?? STRIPE_WIDTH;
+    if (!Number.isSafeInteger(index) || index < 0 || want < 1 || want > STRIPE_WIDTH) return undefined;
+    const full = this.full[level] ?? 0;
+    if (index < full) return this.stored(level, index).subarray(0, want * HASH);
+    const open = index === full ? (this.open[level] ?? []) : [];
+    return open.length >= want ? Buffer.concat(open.slice(0, want), want * HASH) : undefined;
+  }
+
+  private stored(level: number, index: number): Buffer {
+    const bytes = this.store.stripe(level, index);
+    if (bytes === undefined || bytes.length !== STRIPE_WIDTH * HASH) throw new Error(`stripe ${level}/${index} of the Merkle tree is missing from storage`);
+    return bytes;
   }
 
   /** The hashes of the stripe still filling on `level` (a partial C2SP tile), oldest first. */

@@ -21,6 +21,8 @@ export interface RouteContext {
   key: KeyRecord;
   body: unknown;
   ip: string;
+  /** The request path (routes with `url`; otherwise ''), for a route ending in a wildcard. */
+  url: string;
   /** The client's connection; `aborted` once it is gone (a writer then skips its undecided commands). */
   connection: { readonly aborted: boolean };
 }
@@ -39,6 +41,8 @@ export interface Route {
   headers?: readonly string[];
   /** Whether the handler needs the client address (`ctx.ip`); otherwise it is ''. */
   ip?: boolean;
+  /** Whether the handler needs the request path (`ctx.url`): a route ending in `*`. */
+  url?: boolean;
   handler: (ctx: RouteContext) => RouteResult | Promise<RouteResult>;
 }
 
@@ -102,6 +106,7 @@ function handle(m: Mounted, res: HttpResponse, req: HttpRequest): void {
     key: NO_KEY,
     body: undefined,
     ip: m.route.ip === true ? Buffer.from(res.getRemoteAddressAsText()).toString('latin1') : '',
+    url: m.route.url === true ? req.getUrl() : '',
     connection: exchange,
   };
   try {

@@ -144,6 +144,27 @@ describe('transparency log over HTTP (embedded)', () => {
     expect((await call(server.url, 'GET', '/public/proof/acme/consistency?from=2&to=999', { key: null })).status).toBe(400);
   });
 
+  it('serves C2SP tiles of public orgs: full ones immutable, partial ones of any width it holds, each the hashes an auditor computes', async () => {
+    const exported = await treeFromExport(server.url); // 301 records: level 0 has one full tile and 45 hashes of the next
+    const get = (tile: string) => fetch(`${server.url}/public/tiles/acme/tile/${tile}`);
+    const expected = (level: number, from: number, count: number): Buffer => Buffer.concat(Array.from({ length: count }, (_, i) => exported.node(level, from + i)));
+    const full = await get('0/000');
+    expect(full.status).toBe(200);
+    expect(full.headers.get('content-type')).toBe('application/octet-stream');
+    expect(full.headers.get('cache-control')).toBe('public, max-age=31536000, immutable');
+    expect(Buffer.from(await full.arrayBuffer()).equals(expected(0, 0, 256))).toBe(true);
+    const partial = await get('0/001.p/45');
+    expect(Buffer.from(await partial.arrayBuffer()).equals(expected(0, 256, 45))).toBe(true);
+    const earlier = await get('0/001.p/10');
+    expect(Buffer.from(await earlier.arrayBuffer()).equals(expected(0, 256, 10))).toBe(true);
+    // Level 1 holds the hashes of tree level 8: one node (of leaves 0..255), a partial tile of width 1.
+    expect(Buffer.from(await (await get('1/000.p/1')).arrayBuffer()).equals(expected(8, 0, 1))).toBe(true);
+    for (const missing of ['0/001.p/46', '0/002', '1/000', 'entries/000', '0/1', '0/000.p/0', '0/000.p/256', '0/x000']) {
+      expect((await get(missing)).status, missing).toBe(404);
+    }
+    expect((await fetch(`${server.url}/public/tiles/nobody/tile/0/000`)).status).toBe(404);
+  });
+
   it('keeps its key and its tree across a restart: the new checkpoint is consistent with the old', async () => {
     const before = await checkpointOf(server, 301);
     await server.close();

@@ -119,6 +119,7 @@ export const ROUTE_CASES: Readonly<Record<string, RouteCase>> = {
   'GET /public/log-key': { auth: 'none', withKey: 400, request: none },
   'GET /public/checkpoints/:org': { auth: 'none', withKey: 400, request: (ids) => ({ params: { org: ids.org } }) },
   'GET /public/proof/:org/consistency': { auth: 'none', withKey: 400, request: (ids) => ({ params: { org: ids.org }, query: { from: '1', to: '1' } }) },
+  'GET /public/tiles/:org/tile/*': { auth: 'none', withKey: 400, request: (ids) => ({ params: { org: ids.org, '*': '0/000.p/1' } }) },
   // A CORS preflight never carries credentials; it answers the same whatever is sent.
   'OPTIONS /public/agents/:org/:agent_id': { auth: 'none', withKey: 204, request: publicRecord },
   'OPTIONS /public/agents/:org': { auth: 'none', withKey: 204, request: (ids) => ({ params: { org: ids.org } }) },
@@ -192,23 +193,27 @@ export function wrongAuth(routes: readonly Route[]): string[] {
   });
 }
 
-/** Fills a uWebSockets.js pattern's :params with raw (already encoded) path segments. */
+/** Fills a uWebSockets.js pattern's :params (and a trailing `*`, from `segments['*']`) with raw (already encoded) path segments. */
 export function fillRaw(path: string, segments: Record<string, string>): string {
-  return path.replace(/:([A-Za-z_]+)/g, (_m, name: string) => {
+  const filled = path.replace(/:([A-Za-z_]+)/g, (_m, name: string) => {
     const value = segments[name];
     if (value === undefined) throw new Error(`no value for :${name} in ${path}`);
     return value;
   });
+  if (!filled.endsWith('*')) return filled;
+  const rest = segments['*'];
+  if (rest === undefined) throw new Error(`no value for the * of ${path}`);
+  return filled.slice(0, -1) + rest;
 }
 
-/** The path and query of a request, values percent-encoded. */
+/** The path and query of a request, values percent-encoded (a trailing `*`'s value is a path: as given). */
 export function target(route: Route, req: RouteRequest): string {
-  const encoded = Object.fromEntries(Object.entries(req.params ?? {}).map(([k, v]) => [k, encodeURIComponent(v)]));
+  const encoded = Object.fromEntries(Object.entries(req.params ?? {}).map(([k, v]) => [k, k === '*' ? v : encodeURIComponent(v)]));
   const query = new URLSearchParams(req.query ?? {}).toString();
   return fillRaw(route.path, encoded) + (query === '' ? '' : `?${query}`);
 }
 
-/** The names of a route's :params. */
+/** The names of a route's :params, and `*` for a trailing wildcard. */
 export function paramNames(route: Route): string[] {
-  return [...route.path.matchAll(/:([A-Za-z_]+)/g)].map((m) => m[1]!);
+  return [...[...route.path.matchAll(/:([A-Za-z_]+)/g)].map((m) => m[1]!), ...(route.path.endsWith('*') ? ['*'] : [])];
 }

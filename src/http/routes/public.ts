@@ -67,6 +67,7 @@ export function publicRoute(
   path: string,
   gate: PublicGate,
   handler: (ctx: RouteContext, headers: Record<string, string>) => RouteResult,
+  options: { url?: boolean } = {},
 ): Route {
   return {
     method: 'get',
@@ -74,6 +75,7 @@ export function publicRoute(
     auth: 'none',
     headers: PUBLIC_HEADERS,
     ip: true,
+    url: options.url === true,
     handler: (ctx) => {
       const { headers, refusal } = gate.admit(ctx);
       return refusal ?? handler(ctx, headers);

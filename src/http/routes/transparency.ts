@@ -71,6 +71,23 @@ export function transparencyRoutes(deps: AppDeps, gate: PublicGate): Route[] {
         publicOrg(ctx) ? { text: latestOf(ctx.params.org!).note, contentType: 'text/plain; charset=utf-8', headers: { ...headers, 'cache-control': 'no-cache' } } : notFound(headers),
       ),
     ),
+    // C2SP tlog-tiles: tile/<L>/<N>[.p/<W>], the hashes of tree level 8·L; immutable once served
+    // (a partial tile of width W never changes either).
+    publicRoute(
+      '/public/tiles/:org/tile/*',
+      gate,
+      (ctx, headers) =>
+        withGateHeaders(headers, () => {
+          const org = ctx.params.org!;
+          if (!publicOrg(ctx)) return notFound(headers);
+          if (trees.catchingUp(org)) throw rebuilding();
+          const tile = parseTilePath(ctx.url.slice(ctx.url.indexOf('/tile/') + '/tile/'.length));
+          const bytes = tile === null ? undefined : trees.tree(org).stripeBytes(tile.level * 8, tile.index, tile.width);
+          if (bytes === undefined) return notFound(headers);
+          return { bytes, contentType: 'application/octet-stream', headers: { ...headers, 'cache-control': 'public, max-age=31536000, immutable' } };
+        }),
+      { url: true },
+    ),
     publicRoute('/public/proof/:org/consistency', gate, (ctx, headers) =>
       withGateHeaders(headers, () => (publicOrg(ctx) ? { ...consistency(ctx.params.org!, ctx.query), headers } : notFound(headers))),
     ),
@@ -109,4 +126,14 @@ function notFound(headers: Record<string, string>): RouteResult {
 
 function invalid(path: string, message: string): VigilError {
   return new VigilError('validation_failed', `invalid query: ${path}`, [{ path, message }]);
+}
+
+/** A C2SP tile path (`<L>/<N>[.p/<W>]`, N in three-digit groups, all but the last with an `x`); null if it is not one. */
+export function parseTilePath(path: string): { level: number; index: number; width: number | null } | null {
+  const match = /^(\d{1,2})\/((?:x\d{3}\/)*\d{3})(?:\.p\/(\d{1,3}))?$/.exec(path);
+  if (match === null) return null;
+  const index = Number(match[2]!.replace(/x|\//g, ''));
+  const width = match[3] === undefined ? null : Number(match[3]);
+  if (!Number.isSafeInteger(index) || (width !== null && (width < 1 || width > 255))) return null;
+  return { level: Number(match[1]), index, width };
 }
