@@ -44,10 +44,6 @@ export class LogCheckpoints {
     return `${this.host}/vigil/${org}`;
   }
 
-  noteKey(org: string): NoteKey {
-    return noteKey(this.origin(org), this.publicKey);
-  }
-
   /**
    * The org's latest checkpoint; null while its tree catches up with the ledger. A checkpoint is
    * never signed for a size below one signed before (a monitor would take it for a rollback).
