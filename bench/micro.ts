@@ -10,7 +10,7 @@ import { Bench } from 'tinybench';
 import { canonicalize } from '../src/domain/jcs.js';
 import { chainRows, type RowDraft } from '../src/domain/ledger-batch.js';
 import { canonicalEntry, chainStep, GENESIS_HASH, makeRow, sha256, type LedgerRow } from '../src/domain/ledger.js';
-import { nativeSha256Chain } from '../src/store/batch-hash.js';
+import { nativeSha256Rows } from '../src/store/batch-hash.js';
 import { POLICY_V1 } from '../src/domain/policy.js';
 import { FRESH_STATE, score, type ScoredEvent, type ScoringState } from '../src/domain/scoring.js';
 import { openLmdb } from '../src/store/lmdb.js';
@@ -64,10 +64,10 @@ export function chainBatchTarget(size = 64): MicroTarget {
   const bodyJson = canonicalize(EVENT_BODY);
   const drafts: RowDraft[] = Array.from({ length: size }, () => ({ kind: 'event', recordedAt: RECORDED_AT, agentId: 'agent-1', bodyJson, body: EVENT_BODY }));
   return {
-    name: `JCS entries + SHA-256 chain, batch of ${size} (${nativeSha256Chain === null ? 'node:crypto' : 'native'}), per batch`,
-    run: () => chainRows(prev, 7, drafts, nativeSha256Chain),
+    name: `JCS entries + SHA-256 chain, batch of ${size} (${nativeSha256Rows === null ? 'node:crypto' : 'native'}), per batch`,
+    run: () => chainRows(prev, 7, drafts, nativeSha256Rows),
     check: () => {
-      const rows = chainRows(prev, 7, drafts, nativeSha256Chain);
+      const rows = chainRows(prev, 7, drafts, nativeSha256Rows);
       let head = prev;
       return rows.every((row, i) => {
         const expected = makeRow(head, 7 + i, 'event', RECORDED_AT, 'agent-1', EVENT_BODY);

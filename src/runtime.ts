@@ -31,7 +31,7 @@ import { startHttpServer } from './http/server.js';
 import { checkReceiverUrl, type Lookup } from './net/receiver-address.js';
 import { createLogger, type Logger } from './log.js';
 import { Registry } from './services/registry.js';
-import { nativeSha256Chain } from './store/batch-hash.js';
+import { nativeSha256Rows } from './store/batch-hash.js';
 import { openLmdb } from './store/lmdb.js';
 import type { RegistryStore } from './store/registry-store.js';
 import { LmdbLedgerLog } from './store/lmdb-ledger-log.js';
@@ -122,7 +122,7 @@ async function start(config: Config, log: Logger, options: RuntimeOptions, lock:
     policyDigest: digest,
     now,
     maxPending: config.maxPendingPerOrg,
-    sha256Chain: nativeSha256Chain,
+    sha256Rows: nativeSha256Rows,
     limits: (org, nowMs) => writerLimits(registry.planOf(org), nowMs),
     // Deliveries are stored before the command that caused them is answered.
     afterAppend: (org, rows) => deliveries.onCommitted(org, rows),
@@ -162,7 +162,9 @@ async function start(config: Config, log: Logger, options: RuntimeOptions, lock:
   });
   opened.push(() => deliveries.close());
   const trees = new MerkleTrees(new LmdbMerkleStore(store.env), store.ledger, log);
-  const logKey = loadLogKey(config.dataDir, config.logKeyPath);
+  // Cluster mode: the one key the nodes share (VIGIL_LOG_KEY if set, else the one the cluster keeps).
+  const logKey =
+    cluster === null ? loadLogKey(config.dataDir, config.logKeyPath) : await cluster.logKey(config.logKeyPath === undefined ? null : loadLogKey(config.dataDir, config.logKeyPath));
   const rebuilt = await startConsumers({
     reader: store.ledger,
     ledger: local,

@@ -1,6 +1,6 @@
-import type { OrgCommand, OrgReply } from '../bus/messages.js';
-import { chainRows, type RowDraft, type Sha256Chain } from '../domain/ledger-batch.js';
-import type { LedgerRow } from '../domain/ledger.js';
+import type { LogEntry, OrgCommand, OrgReply } from '../bus/messages.js';
+import { chainRows, type RowDraft, type Sha256Rows } from '../domain/ledger-batch.js';
+import { rowLeafHash, type LedgerRow } from '../domain/ledger.js';
 import { answerOf, bodyJsonOf, exportResult, planExport, planIngest, planRegister, planUpdate, type Planned } from '../domain/org-decide.js';
 import { evolve, type OrgState, type Refusal, type WriterLimits } from '../domain/org-state.js';
 import { planReview } from '../domain/org-reviews.js';
@@ -22,7 +22,7 @@ export interface BatchContext {
   limits: WriterLimits;
   policy: Policy;
   policyDigest: string;
-  sha256Chain: Sha256Chain | null;
+  sha256Rows: Sha256Rows | null;
   /** The org's idempotency keys recorded or decided so far; events decided here are added. */
   keys: IdempotencyKeys;
 }
@@ -52,7 +52,7 @@ export const PLANNING_FAILED: OrgReply = { ok: false, code: 'internal', message:
  * the state from the ledger before deciding the commands after it.
  */
 export function decideBatch(state: OrgState, batch: readonly Queued[], at: BatchContext): DecidedBatch {
-  const decided: (OrgReply | { planned: Planned; answer: unknown; key?: { key: string; digest: string } } | { sameAs: number })[] = [];
+  const decided: (OrgReply | { planned: Planned; answer: unknown; receipt: boolean; key?: { key: string; digest: string } } | { sameAs: number; receipt: boolean })[] = [];
   /** Keys decided in this batch: a second event with one is answered as the first (once durable). */
   const batchKeys = new Map<string, { at: number; digest: string }>();
   const drafts: RowDraft[] = [];
@@ -70,12 +70,13 @@ export function decideBatch(state: OrgState, batch: readonly Queued[], at: Batch
         keyed = { key: command.event.idempotency_key, digest: digestOfRequest(command.event) };
         const earlier = batchKeys.get(keyed.key);
         if (earlier !== undefined) {
-          decided.push(earlier.digest === keyed.digest ? { sameAs: earlier.at } : idempotencyConflict(keyed.key));
+          decided.push(earlier.digest === keyed.digest ? { sameAs: earlier.at, receipt: receiptAsked(command) } : idempotencyConflict(keyed.key));
           continue;
         }
         const before = at.keys.find(keyed.key);
         if (before !== undefined) {
-          decided.push(before.digest === keyed.digest ? { ok: true, value: before.result } : idempotencyConflict(keyed.key));
+          const entry = receiptAsked(command) ? { entry: { seq: before.seq, recorded_at: before.recordedAt, leaf_hash: before.leafHash.toString('hex') } } : {};
+          decided.push(before.digest === keyed.digest ? { ok: true, value: before.result, ...entry } : idempotencyConflict(keyed.key));
           continue;
         }
       }
@@ -92,15 +93,18 @@ export function decideBatch(state: OrgState, batch: readonly Queued[], at: Batch
       break;
     }
     if (keyed !== undefined) batchKeys.set(keyed.key, { at: decided.length, digest: keyed.digest });
-    decided.push({ planned, answer: answerOf(state, planned), ...(keyed === undefined ? {} : { key: keyed }) });
+    decided.push({ planned, answer: answerOf(state, planned), receipt: receiptAsked(command), ...(keyed === undefined ? {} : { key: keyed }) });
     drafts.push({ kind: planned.kind, recordedAt: at.recordedAt, agentId: planned.agentId, bodyJson, body: planned.body });
   }
-  const rows = chainRows(at.head, at.nextSeq, drafts, at.sha256Chain);
+  const rows = chainRows(at.head, at.nextSeq, drafts, at.sha256Rows);
   let r = 0;
   const replies: OrgReply[] = [];
+  /** The row each accepted command made, by its place in the batch. */
+  const rowAt: LedgerRow[] = [];
   for (const reply of decided) {
     if ('sameAs' in reply) {
-      replies.push(replies[reply.sameAs]!);
+      const first = replies[reply.sameAs]!;
+      replies.push(reply.receipt && first.ok ? { ...first, entry: logEntry(rowAt[reply.sameAs]!) } : first);
       continue;
     }
     if ('ok' in reply) {
@@ -108,11 +112,22 @@ export function decideBatch(state: OrgState, batch: readonly Queued[], at: Batch
       continue;
     }
     const row = rows[r++]!;
-    const { planned, answer, key } = reply;
-    if (key !== undefined) at.keys.add(key.key, { seq: row.seq, result: answer as KeyedEvent['result'], digest: key.digest });
-    replies.push({ ok: true, value: planned.kind === 'export' ? exportResult(planned, row) : answer } as OrgReply);
+    rowAt[replies.length] = row;
+    const { planned, answer, key, receipt } = reply;
+    if (key !== undefined) at.keys.add(key.key, { seq: row.seq, result: answer as KeyedEvent['result'], digest: key.digest, recordedAt: row.recordedAt, leafHash: rowLeafHash(row) });
+    const entry = receipt ? { entry: logEntry(row) } : {};
+    replies.push({ ok: true, value: planned.kind === 'export' ? exportResult(planned, row) : answer, ...entry } as OrgReply);
   }
   return { replies, rows, failure };
+}
+
+function logEntry(row: LedgerRow): LogEntry {
+  return { seq: row.seq, recorded_at: row.recordedAt, leaf_hash: rowLeafHash(row).toString('hex') };
+}
+
+/** An event whose caller asked for a receipt (its reply then carries the record's log entry). */
+function receiptAsked(command: OrgCommand): boolean {
+  return command.type === 'event.ingest' && command.receipt === true;
 }
 
 function idempotencyConflict(key: string): OrgReply {

@@ -1,6 +1,7 @@
 import type { KeyObject } from 'node:crypto';
 import { rootAt } from '../domain/merkle.js';
-import { checkpointText, noteKey, rawPublicKey, signNote, type NoteKey } from '../domain/signed-note.js';
+import type { LogEntry } from '../bus/messages.js';
+import { checkpointText, noteKey, rawPublicKey, signNote, signReceipt, type NoteKey, type Receipt } from '../domain/signed-note.js';
 import { ensureError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { MerkleTrees } from './merkle-trees.js';
@@ -45,13 +46,27 @@ export class LogCheckpoints {
   }
 
   /**
-   * The org's latest checkpoint; null while its tree catches up with the ledger. A checkpoint is
-   * never signed for a size below one signed before (a monitor would take it for a rollback).
+   * The org's latest checkpoint (signed by the last tick, so a request never waits for a
+   * signature once the org has one); null while its tree catches up with the ledger. A checkpoint
+   * is never signed for a size below one signed before (a monitor would take it for a rollback).
    */
   get(org: string): SignedCheckpoint | null {
     if (this.trees.catchingUp(org)) return null;
-    const latest = this.latest.get(org);
-    return latest !== undefined && latest.size >= this.trees.size(org) ? latest : this.sign(org);
+    return this.latest.get(org) ?? this.sign(org);
+  }
+
+  /**
+   * A checkpoint of the org's tree at `size` (at most the tree's), signed now: what an export
+   * bundle carries for its last seq. It does not become the latest.
+   */
+  signAt(org: string, size: number): SignedCheckpoint {
+    return this.signed(org, size);
+  }
+
+  /** A signed receipt for a record's log entry (DESIGN §10): the JCS of the other four fields, signed. */
+  receipt(org: string, entry: LogEntry): Receipt {
+    const fields = { origin: this.origin(org), seq: entry.seq, leaf_hash: entry.leaf_hash, recorded_at: entry.recorded_at };
+    return { ...fields, signature: signReceipt(fields, this.key) };
   }
 
   /** Signs a checkpoint for every org whose tree grew since its last one. */
@@ -67,13 +82,16 @@ export class LogCheckpoints {
   }
 
   private sign(org: string): SignedCheckpoint {
-    const tree = this.trees.tree(org);
-    const root = rootAt(tree);
-    const origin = this.origin(org);
-    const text = checkpointText({ origin, size: tree.size, root });
-    const cosigned = signNote(text, this.prefixKey, this.key).slice(text.length + 1);
-    const signed = { size: tree.size, root, note: signNote(text, noteKey(origin, this.publicKey), this.key) + cosigned };
+    const signed = this.signed(org, this.trees.size(org));
     this.latest.set(org, signed);
     return signed;
+  }
+
+  private signed(org: string, size: number): SignedCheckpoint {
+    const root = rootAt(this.trees.tree(org), size);
+    const origin = this.origin(org);
+    const text = checkpointText({ origin, size, root });
+    const cosigned = signNote(text, this.prefixKey, this.key).slice(text.length + 1);
+    return { size, root, note: signNote(text, noteKey(origin, this.publicKey), this.key) + cosigned };
   }
 }

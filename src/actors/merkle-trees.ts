@@ -1,5 +1,4 @@
-import { leafInput, type LedgerRow } from '../domain/ledger.js';
-import { leafHash } from '../domain/merkle.js';
+import { rowLeafHash, type LedgerRow } from '../domain/ledger.js';
 import { StripedTree, type Stripe, type StripeReader } from '../domain/striped-tree.js';
 import { ensureError } from '../errors.js';
 import type { Logger } from '../log.js';
@@ -138,7 +137,7 @@ export class MerkleTrees {
     const tree = this.tree(org);
     for (const row of rows) {
       if (row.seq !== tree.size + 1) throw new Error(`the Merkle tree of ${org} holds ${tree.size} leaves and was given seq ${row.seq}`);
-      for (const stripe of tree.append(leafHash(leafInput(row)))) this.unstored.set(keyOf(org, stripe.level, stripe.index), { org, stripe });
+      for (const stripe of tree.append(rowLeafHash(row))) this.unstored.set(keyOf(org, stripe.level, stripe.index), { org, stripe });
     }
     if (this.unstored.size > 0 && !this.scheduled) {
       this.scheduled = true;

@@ -1,7 +1,7 @@
 import type { NotOwner } from '../bus/messages.js';
 import type { KeyedEvent } from '../domain/idempotency.js';
 import type { LedgerRow } from '../domain/ledger.js';
-import type { Sha256Chain } from '../domain/ledger-batch.js';
+import type { Sha256Rows } from '../domain/ledger-batch.js';
 import type { WriterLimits } from '../domain/org-state.js';
 import type { Policy } from '../domain/policy.js';
 import type { Logger } from '../log.js';
@@ -13,7 +13,7 @@ export interface OrgActorOptions {
   /** Milliseconds since the epoch; injected so tests and replays control time. */
   now: () => number;
   /** The native batch hasher (store/batch-hash.ts), or null to hash with node:crypto. */
-  sha256Chain?: Sha256Chain | null;
+  sha256Rows?: Sha256Rows | null;
   /** Commands waiting beyond this are refused with `overloaded` (HTTP 429). */
   maxPending: number;
   /** Batches committed but not yet durable at once (group commit pipelining). */

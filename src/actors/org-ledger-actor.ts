@@ -136,7 +136,7 @@ export class OrgLedgerActor {
       limits,
       policy: this.options.policy,
       policyDigest: this.options.policyDigest,
-      sha256Chain: this.options.sha256Chain ?? null,
+      sha256Rows: this.options.sha256Rows ?? null,
       keys: this.keys,
     });
     if (failure !== null) {

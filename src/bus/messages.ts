@@ -8,7 +8,8 @@ export type { AgentView, ExportResult, IngestResult, Refusal, ReviewResult };
 export type OrgCommand =
   | { type: 'agent.register'; org: string; agent: RegisterAgentBody }
   | { type: 'agent.update'; org: string; agentId: string; changes: UpdateAgentBody }
-  | { type: 'event.ingest'; org: string; event: IngestEventBody }
+  /** `receipt`: the reply carries the event's place in the log (`entry`), for a signed receipt. */
+  | { type: 'event.ingest'; org: string; event: IngestEventBody; receipt?: boolean }
   | { type: 'review.decide'; org: string; actionId: number; decision: ReviewDecisionBody; reviewer: string }
   | { type: 'export.record'; org: string; export: ExportRecordBody };
 
@@ -20,7 +21,15 @@ interface ResultOf {
   'export.record': ExportResult;
 }
 
-export type ReplyTo<C extends OrgCommand> = { ok: true; value: ResultOf[C['type']] } | Refusal;
+/** Where a record sits in its org's log (DESIGN §10): what a receipt signs, less the origin. */
+export interface LogEntry {
+  seq: number;
+  recorded_at: string;
+  /** Hex. */
+  leaf_hash: string;
+}
+
+export type ReplyTo<C extends OrgCommand> = { ok: true; value: ResultOf[C['type']]; entry?: LogEntry } | Refusal;
 export type OrgReply = ReplyTo<OrgCommand>;
 
 /**

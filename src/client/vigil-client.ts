@@ -2,12 +2,15 @@ import { randomBytes } from 'node:crypto';
 import { pack, unpack } from 'msgpackr';
 import WebSocket from 'ws';
 import type { z } from 'zod';
-import type { IngestResult } from '../domain/org-state.js';
+import type { IngestResult as GateResult } from '../domain/org-state.js';
 import type { ingestEventBody } from '../domain/schemas.js';
+import type { Receipt } from '../domain/signed-note.js';
 
 /** An event as a runtime sends it (the `POST /events/` body; defaults filled by the server). */
 export type VigilEvent = z.input<typeof ingestEventBody>;
-export type { IngestResult };
+/** An event's result: its gate decision, and its signed receipt when the client asks for receipts. */
+export type IngestResult = GateResult & { receipt?: Receipt };
+export type { Receipt };
 
 export interface VigilClientOptions {
   /** The server's base URL, `http://host:port` (the stream is at `ws://host:port/events/stream`). */
@@ -34,6 +37,12 @@ export interface VigilClientOptions {
    * growing without bound. Retry after some are answered (or after `flush()`).
    */
   maxQueued?: number;
+  /**
+   * Ask for a signed receipt with every result (`Prefer: receipt`, DESIGN §10): each result then
+   * carries `receipt`, which anyone can check against the server's published log key. Default off:
+   * a receipt costs the server one Ed25519 signature an event.
+   */
+  receipts?: boolean;
 }
 
 /**
@@ -130,6 +139,7 @@ export class VigilClient {
       backoff: { initialMs: options.backoff?.initialMs ?? 100, maxMs: options.backoff?.maxMs ?? 5000 },
       keyPrefix: options.keyPrefix ?? `c-${randomBytes(6).toString('hex')}`,
       maxQueued,
+      receipts: options.receipts ?? false,
     };
     this.useHttp = this.opts.transport === 'http';
   }
@@ -219,10 +229,15 @@ export class VigilClient {
     void this.connect(); // every unanswered frame is sent once the socket opens
   }
 
+  /** Request headers: the key, and `Prefer: receipt` when receipts are asked for. */
+  private headers(more: Record<string, string>): Record<string, string> {
+    return { authorization: `Bearer ${this.opts.key}`, ...(this.opts.receipts ? { prefer: 'receipt' } : {}), ...more };
+  }
+
   private connect(): Promise<void> {
     if (this.connecting !== null || this.closed || this.ws?.readyState === WebSocket.OPEN) return this.connecting ?? Promise.resolve();
     const protocol = this.opts.encoding === 'msgpack' ? 'vigil.v1+msgpack' : 'vigil.v1+json';
-    const ws = new WebSocket(`${this.opts.url.replace(/^http/, 'ws')}/events/stream`, [protocol], { headers: { authorization: `Bearer ${this.opts.key}` } });
+    const ws = new WebSocket(`${this.opts.url.replace(/^http/, 'ws')}/events/stream`, [protocol], { headers: this.headers({}) });
     this.connecting = new Promise<void>((resolve) => {
       let refused = false;
       const done = (): void => {
@@ -327,7 +342,7 @@ export class VigilClient {
     try {
       res = await fetch(`${this.opts.url}/events/batch`, {
         method: 'POST',
-        headers: { authorization: `Bearer ${this.opts.key}`, 'content-type': 'application/json' },
+        headers: this.headers({ 'content-type': 'application/json' }),
         body: JSON.stringify({ events: frame.entries.map((e) => e.event) }),
       });
     } catch {

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { canonicalize } from './jcs.js';
+import { rowLeafHash, type LedgerRow } from './ledger.js';
 import type { IngestResult } from './org-state.js';
 import type { EventRecordBody } from './records.js';
 import type { IngestEventBody } from './schemas.js';
@@ -11,11 +12,16 @@ import type { IngestEventBody } from './schemas.js';
  * 409 `idempotency_conflict` if it asks for something else.
  */
 
-/** What a key recorded answers: the first event's result, and a digest of what it asked. */
+/**
+ * What a key recorded answers: the first event's result, a digest of what it asked, and where its
+ * record sits in the log (a retry asking for a receipt gets the first one's).
+ */
 export interface KeyedEvent {
   seq: number;
   result: IngestResult;
   digest: string;
+  recordedAt: string;
+  leafHash: Buffer;
 }
 
 /**
@@ -31,10 +37,12 @@ export function digestOfRequest(event: IngestEventBody): string {
   return requestDigest(event.agent_id, event, canonicalize(event.payload));
 }
 
-/** What a recorded event with a key answers, from its ledger record. */
-export function keyedFromRecord(seq: number, agentId: string, body: EventRecordBody): KeyedEvent {
+/** What a recorded event with a key answers, from its ledger row and record. */
+export function keyedFromRecord(row: LedgerRow, agentId: string, body: EventRecordBody): KeyedEvent {
   return {
-    seq,
+    seq: row.seq,
+    recordedAt: row.recordedAt,
+    leafHash: rowLeafHash(row),
     digest: requestDigest(agentId, body, canonicalize(body.payload)),
     result: {
       event_id: body.event_id,

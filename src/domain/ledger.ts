@@ -1,5 +1,6 @@
 import { hash } from 'node:crypto';
 import { canonicalize } from './jcs.js';
+import { leafHash } from './merkle.js';
 import type { LedgerRecord } from './records.js';
 
 /**
@@ -21,6 +22,8 @@ export interface LedgerRow {
   contentHash: Buffer;
   prevHash: Buffer;
   chainHash: Buffer;
+  /** Its Merkle leaf hash (DESIGN §10), when the batch hasher made it with the others; see rowLeafHash. */
+  leafHash?: Buffer;
   /** The parsed body, when the row was made in this process (saves projections a parse). */
   body?: unknown;
   /** The typed record, once read (see parseRecord); null when the row cannot be read as one. */
@@ -54,6 +57,11 @@ export function canonicalEntry(
 /** A row's leaf in its org's Merkle tree (DESIGN §10): the bytes its content_hash covers. */
 export function leafInput(row: Pick<LedgerRow, 'seq' | 'kind' | 'recordedAt' | 'agentId' | 'bodyJson'>): Buffer {
   return Buffer.from(canonicalEntry(row.seq, row.kind, row.recordedAt, row.agentId, row.bodyJson), 'utf8');
+}
+
+/** A row's Merkle leaf hash: the one the batch hasher made with the row, or computed now. */
+export function rowLeafHash(row: LedgerRow): Buffer {
+  return row.leafHash ?? leafHash(leafInput(row));
 }
 
 export function sha256(data: string | Buffer): Buffer {

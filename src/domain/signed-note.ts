@@ -108,6 +108,12 @@ export interface ReceiptFields {
   recorded_at: string;
 }
 
+/** A signed receipt (DESIGN §10): where a record sits in its org's log, signed by the log key. */
+export interface Receipt extends ReceiptFields {
+  /** Base64 Ed25519 over the JCS of the other four fields. */
+  signature: string;
+}
+
 /** A receipt's signature (DESIGN §10): base64 Ed25519 over the JCS of its other four fields. */
 export function signReceipt(fields: ReceiptFields, privateKey: KeyObject): string {
   const { origin, seq, leaf_hash, recorded_at } = fields;

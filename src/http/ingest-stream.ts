@@ -6,7 +6,7 @@ import type { AppDeps } from './deps.js';
 import { errorResponse } from './errors.js';
 import { statusLine } from './exchange.js';
 import { authorize, type RouterDeps } from './router.js';
-import { ingestEvents, MAX_BATCH_EVENTS, type EventOutcome } from './routes/ingest.js';
+import { ingestEvents, MAX_BATCH_EVENTS, prefersReceipt, type EventOutcome } from './routes/ingest.js';
 
 /** The stream's subprotocols (DESIGN §9): text frames of JSON (the default), or binary frames of msgpack. */
 export const STREAM_PROTOCOLS = ['vigil.v1+json', 'vigil.v1+msgpack'] as const;
@@ -37,6 +37,8 @@ type ServerFrame = { id: FrameId; results: EventOutcome[] } | { id: FrameId; err
 interface StreamConn {
   org: string;
   binary: boolean;
+  /** `Prefer: receipt` on the upgrade request: every result carries its signed receipt (DESIGN §10). */
+  receipt: boolean;
   /** Frames taken, each answered in turn once its frame (and every earlier one) is ready. */
   answers: { frame: ServerFrame | null; counts: boolean }[];
   inFlight: number;
@@ -63,6 +65,7 @@ export function mountIngestStream(app: uws.TemplatedApp, deps: AppDeps, routerDe
       const key = req.getHeader('sec-websocket-key');
       const offered = req.getHeader('sec-websocket-protocol');
       const extensions = req.getHeader('sec-websocket-extensions');
+      const receipt = prefersReceipt(req.getHeader('prefer'));
       let org: string;
       let protocol: StreamProtocol | '';
       try {
@@ -77,7 +80,7 @@ export function mountIngestStream(app: uws.TemplatedApp, deps: AppDeps, routerDe
         });
         return;
       }
-      const conn: StreamConn = { org, binary: protocol === 'vigil.v1+msgpack', answers: [], inFlight: 0, gone: { aborted: false } };
+      const conn: StreamConn = { org, binary: protocol === 'vigil.v1+msgpack', receipt, answers: [], inFlight: 0, gone: { aborted: false } };
       res.cork(() => res.upgrade(conn, key, protocol, extensions, context));
     },
     message: (ws, message, isBinary) => {
@@ -131,7 +134,7 @@ function take(ws: uws.WebSocket<StreamConn>, conn: StreamConn, bytes: Buffer, is
   const slot: StreamConn['answers'][number] = { frame: null, counts: true };
   conn.answers.push(slot);
   conn.inFlight++;
-  ingestEvents(deps, conn.org, parsed.data.events, conn.gone).then(
+  ingestEvents(deps, conn.org, parsed.data.events, conn.gone, conn.receipt).then(
     (results) => {
       slot.frame = { id: parsed.data.id, results };
       flush(ws, conn);

@@ -88,12 +88,13 @@ static napi_value Sha256Many(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
-// sha256Chain(prev: Buffer, data: Buffer, ends: Uint32Array, out: Buffer): the hashes of new ledger
-// rows whose canonical entries are the messages of data. For row i, out[64 i, +32) = content =
-// SHA-256(message i) and out[64 i + 32, +32) = chain = SHA-256(previous chain ‖ content), the
-// previous chain of row 0 being prev (32 bytes).
-static napi_value Sha256Chain(napi_env env, napi_callback_info info) {
-  static const char usage[] = "sha256Chain(prev: Buffer, data: Buffer, ends: Uint32Array, out: Buffer)";
+// sha256Rows(prev: Buffer, data: Buffer, ends: Uint32Array, out: Buffer): the hashes of new ledger
+// rows whose canonical entries are the messages of data. For row i, out[96 i, +32) = content =
+// SHA-256(message i), out[96 i + 32, +32) = chain = SHA-256(previous chain ‖ content), the previous
+// chain of row 0 being prev (32 bytes), and out[96 i + 64, +32) = the row's Merkle leaf hash,
+// SHA-256(0x00 ‖ message i) (RFC 9162 §2.1.1).
+static napi_value Sha256Rows(napi_env env, napi_callback_info info) {
+  static const char usage[] = "sha256Rows(prev: Buffer, data: Buffer, ends: Uint32Array, out: Buffer)";
   napi_value argv[4];
   if (!get_args(env, info, 4, argv, usage)) return NULL;
   messages m;
@@ -109,18 +110,24 @@ static napi_value Sha256Chain(napi_env env, napi_callback_info info) {
   }
   int got = get_messages(env, argv[1], argv[2], &m);
   if (got == 0) napi_throw_type_error(env, NULL, usage);
-  if (got != 1 || !check_out(env, out_len, m.count * 64)) return NULL;
+  if (got != 1 || !check_out(env, out_len, m.count * 96)) return NULL;
   uint8_t first[32]; // prev may be a view of out: read it before anything is written there
   memcpy(first, prev, 32);
   const uint8_t *chain = first;
+  static const uint8_t leaf_prefix = 0x00;
   for (size_t i = 0; i < m.count; i++) {
-    uint8_t *content = out + 64 * i;
+    uint8_t *content = out + 96 * i;
     hash_message(&m, i, content);
     SHA256_CTX ctx;
     SHA256_Init(&ctx);
     SHA256_Update(&ctx, chain, 32);
     SHA256_Update(&ctx, content, 32);
     SHA256_Final(content + 32, &ctx);
+    uint32_t start = i == 0 ? 0 : m.ends[i - 1];
+    SHA256_Init(&ctx);
+    SHA256_Update(&ctx, &leaf_prefix, 1);
+    SHA256_Update(&ctx, m.data + start, m.ends[i] - start);
+    SHA256_Final(content + 64, &ctx);
     chain = content + 32;
   }
   return NULL;
@@ -130,8 +137,8 @@ static napi_value Init(napi_env env, napi_value exports) {
   napi_value fn;
   napi_create_function(env, "sha256Many", NAPI_AUTO_LENGTH, Sha256Many, NULL, &fn);
   napi_set_named_property(env, exports, "sha256Many", fn);
-  napi_create_function(env, "sha256Chain", NAPI_AUTO_LENGTH, Sha256Chain, NULL, &fn);
-  napi_set_named_property(env, exports, "sha256Chain", fn);
+  napi_create_function(env, "sha256Rows", NAPI_AUTO_LENGTH, Sha256Rows, NULL, &fn);
+  napi_set_named_property(env, exports, "sha256Rows", fn);
   return exports;
 }
 

@@ -1,3 +1,4 @@
+import type { KeyObject } from 'node:crypto';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import type { AppendOutcome, BatchHandler, CommittedBatch, Fence, LedgerCapability, LedgerLog, Position, Subscription } from '../bus/ledger-log.js';
 import type { NotOwner } from '../bus/messages.js';
@@ -10,6 +11,7 @@ import { ensureError, StartError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { LmdbStores } from '../store/lmdb.js';
 import type { LmdbLedgerLog } from '../store/lmdb-ledger-log.js';
+import { ensureClusterLogKey, LogKeyDiffersError } from './cluster-log-key.js';
 import { ensureClusterSettings, defaultReplicas } from './cluster-settings.js';
 import { openClusterStores, type ClusterStores } from './cluster-stores.js';
 import { openClusterWebhooks, type ClusterWebhooks } from './cluster-webhooks.js';
@@ -118,6 +120,18 @@ export class ClusterNode {
     } catch (error) {
       for (const close of closing) await close().catch(() => undefined);
       throw error;
+    }
+  }
+
+  /**
+   * The key this node signs checkpoints and receipts with: the cluster's one log key, `own`
+   * (VIGIL_LOG_KEY) if given and agreed, else the key the cluster keeps (see ensureClusterLogKey).
+   */
+  async logKey(own: KeyObject | null): Promise<KeyObject> {
+    try {
+      return await ensureClusterLogKey(this.nc, own, { replicas: this.replicas });
+    } catch (error) {
+      throw new StartError(error instanceof LogKeyDiffersError ? 'cluster_mismatch' : 'cluster_unavailable', ensureError(error).message, { cause: error });
     }
   }
 

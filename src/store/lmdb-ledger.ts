@@ -90,7 +90,7 @@ export class LmdbLedger implements LedgerReader {
     if (seq === undefined) return undefined;
     const row = this.get(org, seq);
     const record = row === undefined ? null : parseRecord(row);
-    return record?.kind === 'event' ? keyedFromRecord(seq, record.agentId, record.body) : undefined;
+    return row !== undefined && record?.kind === 'event' ? keyedFromRecord(row, record.agentId, record.body) : undefined;
   }
 
   last(org: string): LedgerRow | undefined {

@@ -1,10 +1,13 @@
+import { generateKeyPairSync, type KeyObject } from 'node:crypto';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
+import { ensureClusterLogKey, LogKeyDiffersError } from '../../src/nats/cluster-log-key.js';
 import { defaultReplicas, ensureClusterSettings, PartitionsDifferError } from '../../src/nats/cluster-settings.js';
+import { rawPublicKey } from '../../src/domain/signed-note.js';
 import { PartitionLeases, type OwnershipChange, type PartitionLeasesOptions } from '../../src/nats/partition-leases.js';
 import { captureLogger, type LogLine } from '../support/logs.js';
 import { natsAvailable, startNats, type NatsServers } from '../support/nats.js';
@@ -345,6 +348,29 @@ run('PartitionLeases on one nats-server', () => {
       const race = `cluster_t${++buckets}`;
       const outcomes = await Promise.allSettled([8, 64].map((partitions) => ensureClusterSettings(nc, { partitions, replicas: 1, bucket: race })));
       expect(outcomes.map((o) => o.status).sort()).toEqual(['fulfilled', 'rejected']);
+    } finally {
+      await nc.close();
+    }
+  });
+
+  it('ensureClusterLogKey: nodes without VIGIL_LOG_KEY share the one the first made; a different VIGIL_LOG_KEY is refused, the same passes', async () => {
+    const nc = await connect({ servers: urls });
+    try {
+      const pub = (key: KeyObject) => rawPublicKey(key).toString('base64');
+      const bucket = `cluster_t${++buckets}`;
+      // Nodes starting together: one key wins, every node signs with it.
+      const keys = await Promise.all([1, 2, 3].map(() => ensureClusterLogKey(nc, null, { replicas: 1, bucket })));
+      expect(new Set(keys.map(pub)).size).toBe(1);
+      const refused = ensureClusterLogKey(nc, generateKeyPairSync('ed25519').privateKey, { replicas: 1, bucket });
+      await expect(refused).rejects.toThrow(LogKeyDiffersError);
+      await expect(refused).rejects.toThrow(/VIGIL_LOG_KEY is not the cluster's log key/);
+      expect(pub(await ensureClusterLogKey(nc, keys[0]!, { replicas: 1, bucket }))).toBe(pub(keys[0]!));
+      // A cluster whose key came from VIGIL_LOG_KEY keeps the private key out of NATS; a node without one is told to set it.
+      const own = `cluster_t${++buckets}`;
+      const given = generateKeyPairSync('ed25519').privateKey;
+      expect(await ensureClusterLogKey(nc, given, { replicas: 1, bucket: own })).toBe(given);
+      expect(await (await new Kvm(nc).open(own)).get('log-key')).toBeNull();
+      await expect(ensureClusterLogKey(nc, null, { replicas: 1, bucket: own })).rejects.toThrow(/set VIGIL_LOG_KEY to the same key here/);
     } finally {
       await nc.close();
     }

@@ -10,7 +10,7 @@ import { NO_LIMITS, type WriterLimits } from '../../src/domain/org-state.js';
 import { POLICY_V1, policyDigest } from '../../src/domain/policy.js';
 import { EventType } from '../../src/domain/scoring.js';
 import { ReviewOutcome, type ReviewDecisionBody } from '../../src/domain/schemas.js';
-import { nativeSha256Chain } from '../../src/store/batch-hash.js';
+import { nativeSha256Rows } from '../../src/store/batch-hash.js';
 import { openLmdb, type LmdbStores } from '../../src/store/lmdb.js';
 import { LmdbLedgerLog } from '../../src/store/lmdb-ledger-log.js';
 import { opaqueLog } from '../support/opaque-log.js';
@@ -162,7 +162,7 @@ describe('the org writer and a replay of what it wrote', () => {
       policy: POLICY_V1,
       policyDigest: policyDigest(POLICY_V1),
       now: () => clock,
-      sha256Chain: nativeSha256Chain,
+      sha256Rows: nativeSha256Rows,
       maxPending: 1000,
       log: silentLogger(),
       limits: (_org, nowMs) => limitsOf(nowMs),

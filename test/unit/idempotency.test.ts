@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { digestOfRequest, keyedFromRecord, RecentKeys } from '../../src/domain/idempotency.js';
+import { GENESIS_HASH, leafInput, makeRow } from '../../src/domain/ledger.js';
+import { leafHash } from '../../src/domain/merkle.js';
 import type { EventRecordBody } from '../../src/domain/records.js';
 import type { IngestEventBody } from '../../src/domain/schemas.js';
 
@@ -24,8 +26,9 @@ const recorded: EventRecordBody = {
 
 describe('idempotency keys', () => {
   it('a request and the record it made have one digest (key order aside); any field that differs changes it', () => {
-    const keyed = keyedFromRecord(12, 'a', recorded);
-    expect(keyed).toEqual({ seq: 12, digest: digestOfRequest(request), result: { event_id: 7, action_id: 7, gate_status: 'pass', bii: 0.9, composite_trust: 0.8, reason: 'ok', requires_human_review: false } });
+    const row = makeRow(GENESIS_HASH, 12, 'event', '2026-11-24T00:00:00.000Z', 'a', recorded);
+    const keyed = keyedFromRecord(row, 'a', recorded);
+    expect(keyed).toEqual({ seq: 12, recordedAt: row.recordedAt, leafHash: leafHash(leafInput(row)), digest: digestOfRequest(request), result: { event_id: 7, action_id: 7, gate_status: 'pass', bii: 0.9, composite_trust: 0.8, reason: 'ok', requires_human_review: false } });
     expect(digestOfRequest({ ...request, idempotency_key: 'other' })).toBe(keyed.digest); // the key is not part of what is asked
     for (const change of [{ agent_id: 'b' }, { event_type: 'config_read' as const }, { payload: { b: 2, a: [1, 'x'] } }, { dti: null }, { source: 'self' as const }, { actor: null }]) {
       expect(digestOfRequest({ ...request, ...change })).not.toBe(keyed.digest);
@@ -34,7 +37,7 @@ describe('idempotency keys', () => {
 
   it('RecentKeys holds the newest `limit` keys of durable rows (never evicting one not durable yet) and forgets those past a seq', () => {
     const keys = new RecentKeys(3);
-    const at = (seq: number) => ({ seq, digest: 'd', result: keyedFromRecord(seq, 'a', recorded).result });
+    const at = (seq: number) => ({ ...keyedFromRecord(makeRow(GENESIS_HASH, seq, 'event', '2026-11-24T00:00:00.000Z', 'a', recorded), 'a', recorded), digest: 'd' });
     const seqs = (names: string[]) => names.map((k) => keys.get(k)?.seq ?? null);
     for (const [k, seq] of [['a', 1], ['b', 2], ['c', 3], ['d', 4]] as const) keys.add(k, at(seq));
     expect(seqs(['a', 'b', 'c', 'd'])).toEqual([1, 2, 3, 4]); // nothing durable yet: nothing evicted
@@ -48,7 +51,7 @@ describe('idempotency keys', () => {
 
   it('RecentKeys: a key added again counts from its new place; many keys keep it at its limit, evicting in order', () => {
     const keys = new RecentKeys(3);
-    const at = (seq: number) => ({ seq, digest: 'd', result: keyedFromRecord(seq, 'a', recorded).result });
+    const at = (seq: number) => ({ ...keyedFromRecord(makeRow(GENESIS_HASH, seq, 'event', '2026-11-24T00:00:00.000Z', 'a', recorded), 'a', recorded), digest: 'd' });
     keys.add('a', at(1));
     keys.add('b', at(2));
     keys.add('a', at(3)); // a again: now the newest

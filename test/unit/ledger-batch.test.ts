@@ -1,10 +1,10 @@
 import { createHash } from 'node:crypto';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { chainRows, LAYOUT_SLOTS, RowBatch, type RowDraft, type Sha256Chain, type Sha256Many } from '../../src/domain/ledger-batch.js';
+import { chainRows, LAYOUT_SLOTS, RowBatch, type RowDraft, type Sha256Rows, type Sha256Many } from '../../src/domain/ledger-batch.js';
 import { canonicalize } from '../../src/domain/jcs.js';
-import { ChainVerifier, GENESIS_HASH, makeRow, type LedgerRow } from '../../src/domain/ledger.js';
-import { nativeSha256Chain, nativeSha256Many } from '../../src/store/batch-hash.js';
+import { ChainVerifier, GENESIS_HASH, makeRow, rowLeafHash, type LedgerRow } from '../../src/domain/ledger.js';
+import { nativeSha256Rows, nativeSha256Many } from '../../src/store/batch-hash.js';
 import { encodeRow, readLayout } from '../../src/store/row-codec.js';
 
 /** The batch contract implemented with node:crypto, one message at a time. */
@@ -83,39 +83,40 @@ describe('native batch SHA-256', () => {
     expect(a.equals(b)).toBe(true);
     expect(() => nativeSha256Many!(data, new Uint32Array([5, 2]), a)).toThrow(/increasing/);
   });
-  it.skipIf(nativeSha256Chain === null)('native chain hashing refuses bad arguments', () => {
+  it.skipIf(nativeSha256Rows === null)('native chain hashing refuses bad arguments', () => {
     const data = Buffer.alloc(10);
-    expect(() => nativeSha256Chain!(Buffer.alloc(31), data, new Uint32Array([5]), Buffer.alloc(64))).toThrow(/32 bytes/);
-    expect(() => nativeSha256Chain!(Buffer.alloc(32), data, new Uint32Array([5, 11]), Buffer.alloc(128))).toThrow(/increasing/);
-    expect(() => nativeSha256Chain!(Buffer.alloc(32), data, new Uint32Array([5, 6]), Buffer.alloc(64))).toThrow(/too small/);
+    expect(() => nativeSha256Rows!(Buffer.alloc(31), data, new Uint32Array([5]), Buffer.alloc(64))).toThrow(/32 bytes/);
+    expect(() => nativeSha256Rows!(Buffer.alloc(32), data, new Uint32Array([5, 11]), Buffer.alloc(128))).toThrow(/increasing/);
+    expect(() => nativeSha256Rows!(Buffer.alloc(32), data, new Uint32Array([5, 6]), Buffer.alloc(64))).toThrow(/too small/);
     // prev may be a view of out (it is read before out is written).
-    const out = Buffer.alloc(128);
+    const out = Buffer.alloc(192);
     const prev = Buffer.alloc(32, 9);
     prev.copy(out);
-    nativeSha256Chain!(out.subarray(0, 32), data, new Uint32Array([4, 10]), out);
-    const expected = Buffer.alloc(128);
-    nativeSha256Chain!(prev, data, new Uint32Array([4, 10]), expected);
+    nativeSha256Rows!(out.subarray(0, 32), data, new Uint32Array([4, 10]), out);
+    const expected = Buffer.alloc(192);
+    nativeSha256Rows!(prev, data, new Uint32Array([4, 10]), expected);
     expect(out.equals(expected)).toBe(true);
   });
 });
 
 describe('chainRows (the writer hashes a batch at once)', () => {
   /** The chain contract implemented with node:crypto. */
-  const cryptoSha256Chain: Sha256Chain = (prev, data, ends, out) => {
+  const cryptoSha256Rows: Sha256Rows = (prev, data, ends, out) => {
     let start = 0;
     let chain = prev;
     ends.forEach((end, i) => {
       const content = createHash('sha256').update(data.subarray(start, end)).digest();
       chain = createHash('sha256').update(chain).update(content).digest();
-      content.copy(out, 64 * i);
-      chain.copy(out, 64 * i + 32);
+      content.copy(out, 96 * i);
+      chain.copy(out, 96 * i + 32);
+      createHash('sha256').update(Buffer.from([0])).update(data.subarray(start, end)).digest().copy(out, 96 * i + 64);
       start = end;
     });
   };
-  const hashers: [string, Sha256Chain | null][] = [
+  const hashers: [string, Sha256Rows | null][] = [
     ['node:crypto row by row', null],
-    ['a batch hasher', cryptoSha256Chain],
-    ...(nativeSha256Chain === null ? [] : ([['the native batch hasher', nativeSha256Chain]] as [string, Sha256Chain][])),
+    ['a batch hasher', cryptoSha256Rows],
+    ...(nativeSha256Rows === null ? [] : ([['the native batch hasher', nativeSha256Rows]] as [string, Sha256Rows][])),
   ];
   const draft = fc.record({
     kind: fc.constantFrom('event', 'agent', 'review', 'export'),
@@ -133,7 +134,10 @@ describe('chainRows (the writer hashes a batch at once)', () => {
           const rows = chainRows(prev, seq, drafts, hasher);
           for (const row of rows) {
             const expected = makeRow(prev, seq++, row.kind, row.recordedAt, row.agentId, row.body);
-            expect(row).toEqual(expected);
+            const { leafHash, ...rest } = row;
+            expect(rest).toEqual(expected);
+            // The batch hashers make the Merkle leaf hash with the others (DESIGN §10).
+            if (hasher !== null) expect(leafHash).toEqual(rowLeafHash(expected));
             prev = row.chainHash;
           }
         }
@@ -153,6 +157,10 @@ describe('chainRows (the writer hashes a batch at once)', () => {
     const verifier = new ChainVerifier();
     for (const row of rows) verifier.push(row);
     expect(verifier.report()).toMatchObject({ ok: true, length: 700 });
-    for (const i of [3, 4, 5, 699]) expect(rows[i]).toEqual(makeRow(rows[i - 1]!.chainHash, i + 1, 'event', drafts[i]!.recordedAt, `a${i % 7}`, drafts[i]!.body));
+    for (const i of [3, 4, 5, 699]) {
+      const expected = makeRow(rows[i - 1]!.chainHash, i + 1, 'event', drafts[i]!.recordedAt, `a${i % 7}`, drafts[i]!.body);
+      expect({ ...rows[i], leafHash: undefined }).toEqual(expected);
+      if (hasher !== null) expect(rows[i]!.leafHash).toEqual(rowLeafHash(expected));
+    }
   });
 });

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import type { Receipt } from '../../domain/signed-note.js';
 import type { IngestResult, OrgReply } from '../../bus/messages.js';
 import { idempotencyKey, ingestEventBody, type IngestEventBody } from '../../domain/schemas.js';
 import { VigilError } from '../../errors.js';
@@ -14,10 +15,12 @@ const batchBody = z.strictObject({
   events: z.array(z.unknown()).min(1, 'send at least one event').max(MAX_BATCH_EVENTS, `at most ${MAX_BATCH_EVENTS} events`),
 });
 
-/** One event's outcome in a batch: its result, or its error alone (DESIGN §9). */
-export type EventOutcome = IngestResult | { error: { code: string; message: string; details?: unknown } };
+/** One event's outcome in a batch: its result (with its receipt if asked), or its error alone (DESIGN §9). */
+export type EventOutcome = IngestResult | (IngestResult & { receipt: Receipt }) | { error: { code: string; message: string; details?: unknown } };
 
-const INGEST_HEADERS = ['authorization', 'content-type', 'content-length', 'idempotency-key'] as const;
+const INGEST_HEADERS = ['authorization', 'content-type', 'content-length', 'idempotency-key', 'prefer'] as const;
+const BATCH_HEADERS = ['authorization', 'content-type', 'content-length', 'prefer'] as const;
+const RECEIPT_APPLIED = { 'preference-applied': 'receipt' };
 
 /**
  * Event ingest: one event to the org's single writer, one gate decision back; or a batch of them,
@@ -27,24 +30,45 @@ const INGEST_HEADERS = ['authorization', 'content-type', 'content-length', 'idem
 export function ingestRoutes(deps: AppDeps): Route[] {
   const ingest: Route['handler'] = async ({ key, body, headers, connection }) => {
     const event = withHeaderKey(validate(ingestEventBody, body), headers['idempotency-key']);
-    return { body: unwrap(await deps.commands.request({ type: 'event.ingest', org: key.org, event }, { abandoned: connection })) };
+    const receipt = prefersReceipt(headers.prefer);
+    const reply = await deps.commands.request({ type: 'event.ingest', org: key.org, event, ...(receipt ? { receipt } : {}) }, { abandoned: connection });
+    const result = unwrap(reply);
+    if (!receipt) return { body: result };
+    return { body: withReceipt(deps, key.org, result, reply), headers: RECEIPT_APPLIED };
   };
-  const batch: Route['handler'] = async ({ key, body, connection }) => {
+  const batch: Route['handler'] = async ({ key, body, headers, connection }) => {
     const { events } = validate(batchBody, body);
-    const results = await ingestEvents(deps, key.org, events, connection);
-    return { body: { results } };
+    const receipt = prefersReceipt(headers.prefer);
+    const results = await ingestEvents(deps, key.org, events, connection, receipt);
+    return receipt ? { body: { results }, headers: RECEIPT_APPLIED } : { body: { results } };
   };
   return [
     ...collection({ method: 'post', path: '/events', auth: 'events:write', headers: INGEST_HEADERS, handler: ingest }),
-    { method: 'post', path: '/events/batch', auth: 'events:write', handler: batch },
+    { method: 'post', path: '/events/batch', auth: 'events:write', headers: BATCH_HEADERS, handler: batch },
   ];
+}
+
+/**
+ * Whether a `Prefer` header (RFC 7240: comma-separated preferences, each a token with optional
+ * parameters) asks for `receipt`.
+ */
+export function prefersReceipt(header: string | undefined): boolean {
+  if (header === undefined) return false;
+  return header.split(',').some((preference) => preference.split(';', 1)[0]!.trim().toLowerCase() === 'receipt');
+}
+
+/** The result with its signed receipt (DESIGN §10), from the log entry the writer answered with. */
+function withReceipt(deps: AppDeps, org: string, result: IngestResult, reply: OrgReply): IngestResult & { receipt: Receipt } {
+  if (!reply.ok || reply.entry === undefined) throw new VigilError('internal', 'the writer answered without the record\'s log entry; the event was recorded');
+  return { ...result, receipt: deps.transparency.checkpoints.receipt(org, reply.entry) };
 }
 
 /**
  * Each event validated alone and sent to the writer in order, in one turn (one group commit);
  * the outcomes in the order of `events`. A bad event gets its error; the others are not affected.
  */
-export async function ingestEvents(deps: AppDeps, org: string, events: readonly unknown[], connection: { readonly aborted: boolean }): Promise<EventOutcome[]> {
+export async function ingestEvents(deps: AppDeps, org: string, events: readonly unknown[], connection: { readonly aborted: boolean }, receipt = false): Promise<EventOutcome[]> {
+  const outcomeOf = receipt ? (reply: OrgReply) => (reply.ok ? withReceipt(deps, org, reply.value as IngestResult, reply) : refusalOutcome(reply)) : plainOutcome;
   const pending = events.map((raw, i): Promise<EventOutcome> => {
     let event: IngestEventBody;
     try {
@@ -52,13 +76,16 @@ export async function ingestEvents(deps: AppDeps, org: string, events: readonly 
     } catch (error) {
       return Promise.resolve(errorOutcome(error));
     }
-    return deps.commands.request({ type: 'event.ingest', org, event }, { abandoned: connection }).then(outcomeOf, errorOutcome);
+    return deps.commands.request({ type: 'event.ingest', org, event, ...(receipt ? { receipt } : {}) }, { abandoned: connection }).then(outcomeOf).catch(errorOutcome);
   });
   return Promise.all(pending);
 }
 
-function outcomeOf(reply: OrgReply): EventOutcome {
-  if (reply.ok) return reply.value as IngestResult;
+function plainOutcome(reply: OrgReply): EventOutcome {
+  return reply.ok ? (reply.value as IngestResult) : refusalOutcome(reply);
+}
+
+function refusalOutcome(reply: Extract<OrgReply, { ok: false }>): EventOutcome {
   return { error: { code: reply.code, message: reply.message } };
 }
 
