@@ -1,15 +1,13 @@
 import { statSync } from 'node:fs';
 import { z } from 'zod';
-import { parseCommand, UsageError } from './cli/args.js';
-import { openCliRegistry } from './cli/registry-store.js';
+import { parseCommand, UsageError, verifierKeyOf } from './cli/args.js';
+import { monitor } from './cli/monitor.js';
 import { isBundleArchive, verifyBundle, type BundleReport } from './cli/verify-bundle.js';
 import { verifyLedgerFile } from './cli/verify-file.js';
 import { ConfigError, loadConfig, type Config } from './config.js';
 import { Scope, orgSlug } from './domain/schemas.js';
 import { ensureError, StartError, VigilError } from './errors.js';
-import { Registry } from './services/registry.js';
 import { createLogger, type Logger } from './log.js';
-import { startRuntime } from './runtime.js';
 
 const USAGE = `usage: vigil <command>
   serve                                              run the service (embedded mode)
@@ -17,8 +15,13 @@ const USAGE = `usage: vigil <command>
   keys revoke <key_id>                               revoke a key (refused from then on, on every node)
   orgs set-plan --org <slug> --plan <free|team|scale> [--billing-email e]  set an org's plan
   verify <ledger.jsonl>                              verify an exported ledger offline
-  verify <bundle.tar.gz|dir> [--manifest-sha256 <hex>]  verify an export bundle offline
-                                                     (optionally against the manifest sha256 from GET /exports)
+  verify <bundle.tar.gz|dir> [--manifest-sha256 <hex>] [--key <vkey|@file>]  verify an export bundle
+                                                     offline: its chain, and its records against the signed
+                                                     log checkpoint it carries (--key: signed by that key,
+                                                     from GET /public/log-key; --manifest-sha256: the value
+                                                     from GET /exports)
+  monitor <base url> <org> --key <vkey|@file> --state <file> [--follow [--interval s]]  check an org's
+                                                     public checkpoints; exit 2 on a fork (monitor --help)
   help, --help, -h                                   this text (also: <command> --help)
 scopes: ${Scope.join(', ')}`;
 
@@ -33,6 +36,8 @@ async function main(argv: string[]): Promise<number> {
       return orgs(rest);
     case 'verify':
       return verify(rest);
+    case 'monitor':
+      return monitor(rest);
     case 'help':
     case '--help':
     case '-h':
@@ -62,6 +67,8 @@ async function serve(args: string[]): Promise<number> {
   const showFirstKey = (key: string): void => console.log(`\n  Vigil created org "default" with an admin key (shown only now):\n\n    ${key}\n`);
   const config = loadConfig();
   const log = createLogger(config.logLevel);
+  // The service's modules load with the command that needs them: `verify` and `monitor` start fast.
+  const { startRuntime } = await import('./runtime.js');
   const runtime = await startRuntime(config, log, { showFirstKey });
   const stop = (): void => {
     log.info('shutting down');
@@ -83,7 +90,7 @@ async function orgs(args: string[]): Promise<number> {
   const email = values['billing-email'];
   if (email !== undefined && !z.email().safeParse(email).success) throw new VigilError('validation_failed', `--billing-email: not an e-mail address`);
   const config = loadConfig();
-  const opened = await openCliRegistry(config, cliLogger(config));
+  const { opened, Registry } = await openRegistry(config);
   try {
     const org = await new Registry(opened.store).setPlan(values.org, values.plan, email);
     console.log(JSON.stringify({ org: org.slug, plan: org.plan, billing_email: org.billing_email ?? null }));
@@ -106,7 +113,7 @@ async function keys(args: string[]): Promise<number> {
   const bad = scopes.filter((s) => !(Scope as readonly string[]).includes(s));
   if (bad.length > 0 || scopes.length === 0) throw new VigilError('validation_failed', `--scopes: unknown scope ${bad.join(', ')}; use ${Scope.join(', ')}`);
   const config = loadConfig();
-  const opened = await openCliRegistry(config, cliLogger(config));
+  const { opened, Registry } = await openRegistry(config);
   try {
     const registry = new Registry(opened.store);
     await registry.ensureOrg(slug.data);
@@ -122,7 +129,7 @@ async function keys(args: string[]): Promise<number> {
 async function revokeKey(ids: string[]): Promise<number> {
   if (ids.length !== 1) throw new UsageError('keys revoke needs one key id (key_…, as keys create printed it)');
   const config = loadConfig();
-  const opened = await openCliRegistry(config, cliLogger(config));
+  const { opened, Registry } = await openRegistry(config);
   try {
     const revoked = await new Registry(opened.store).revokeKey(ids[0]!);
     console.log(JSON.stringify({ id: revoked.id, org: revoked.org, revoked_at: revoked.revoked_at }));
@@ -132,8 +139,14 @@ async function revokeKey(ids: string[]): Promise<number> {
   return 0;
 }
 
+/** The registry store of the data dir or the cluster (its modules loaded only for the commands that use it). */
+async function openRegistry(config: Config) {
+  const [{ openCliRegistry }, { Registry }] = await Promise.all([import('./cli/registry-store.js'), import('./services/registry.js')]);
+  return { opened: await openCliRegistry(config, cliLogger(config)), Registry };
+}
+
 async function verify(args: string[]): Promise<number> {
-  const parsed = parseCommand(args, { 'manifest-sha256': { type: 'string' } }, 1);
+  const parsed = parseCommand(args, { 'manifest-sha256': { type: 'string' }, key: { type: 'string' } }, 1);
   if (parsed.values.help === true) return help();
   const path = parsed.positionals[0];
   if (path === undefined) throw new UsageError('verify needs a ledger file or a bundle');
@@ -142,13 +155,14 @@ async function verify(args: string[]): Promise<number> {
     console.error('--manifest-sha256: expected 64 hex characters');
     return 2;
   }
+  const key = parsed.values.key === undefined ? undefined : await verifierKeyOf(parsed.values.key);
   if (isBundleArchive(path) || isDirectory(path)) {
-    const report = await verifyBundle(path, expected === undefined ? {} : { expectedManifestSha256: expected });
+    const report = await verifyBundle(path, { ...(expected === undefined ? {} : { expectedManifestSha256: expected }), ...(key === undefined ? {} : { key }) });
     console.log(bundleVerdict(report));
     return report.ok ? 0 : 1;
   }
-  if (expected !== undefined) {
-    console.error('--manifest-sha256 applies to a bundle (a directory, .tar.gz or .tgz)');
+  if (expected !== undefined || key !== undefined) {
+    console.error(`--${expected !== undefined ? 'manifest-sha256' : 'key'} applies to a bundle (a directory, .tar.gz or .tgz)`);
     return 2;
   }
   const report = await verifyLedgerFile(path);
@@ -173,7 +187,11 @@ function bundleVerdict(report: BundleReport): string {
   if (!report.ok) return ['bundle INVALID:', ...report.problems.map((p) => `  ${p}`)].join('\n');
   const w = report.window!;
   const range = report.records === 0 ? `none after seq ${w.since_seq}` : `${w.since_seq + 1}..${w.until_seq}`;
-  return `bundle OK: org ${report.org}, records ${range} (${report.records}), manifest sha256 ${report.manifestSha256}`;
+  const ok = `bundle OK: org ${report.org}, records ${range} (${report.records}), manifest sha256 ${report.manifestSha256}`;
+  const log = report.log;
+  if (log === null) return `${ok}\n  no log checkpoint (a bundle from before the transparency log): chain checked, not the log`;
+  const signed = log.signed ? 'signed by the key given' : 'signature NOT checked (pass --key <vkey> from GET /public/log-key)';
+  return `${ok}\n  log ${log.origin}: the window makes the checkpoint's root ${log.root} at size ${log.size}, ${signed}`;
 }
 
 main(process.argv.slice(2)).then(

@@ -1,5 +1,6 @@
 import type { AgentDirectory, AgentSummary } from '../actors/agent-directory.js';
 import { buildBundle, type BuiltBundle } from '../domain/bundle.js';
+import { CHECKPOINT_FILE, MERKLE_FILE, merkleFileText, type MerkleFile } from '../domain/bundle-log.js';
 import { exportLine, type LedgerRow } from '../domain/ledger.js';
 import { parseRecord } from '../domain/records.js';
 import type { LedgerReader } from '../store/ledger-reader.js';
@@ -12,6 +13,8 @@ export interface BundleRequest {
   until_seq: number;
   /** Limits cards, incidents and oversight (never the ledger window); null: every agent. */
   agents: string[] | null;
+  /** The log files (DESIGN §10): the signed checkpoint at until_seq and the range before since_seq. */
+  log: { checkpoint: string; merkle: MerkleFile };
 }
 
 const ZERO_HASH = '0'.repeat(64);
@@ -20,7 +23,8 @@ const lines = (items: unknown[]): Buffer => Buffer.from(items.map((item) => JSON
 /**
  * Builds an export bundle of a committed ledger window: the window as exported (ledger.jsonl),
  * agent cards (registry facts and current state), held gate decisions (incidents.jsonl) and review
- * decisions (oversight.jsonl) in the window, and the manifest over them.
+ * decisions (oversight.jsonl) in the window, the log files (checkpoint.txt, merkle.json), and the
+ * manifest over them.
  */
 export function buildOrgBundle(ledger: Pick<LedgerReader, 'get' | 'range'>, directory: AgentDirectory, req: BundleRequest, createdAt: string): BuiltBundle {
   const scope = req.agents === null ? null : new Set(req.agents);
@@ -92,6 +96,8 @@ export function buildOrgBundle(ledger: Pick<LedgerReader, 'get' | 'range'>, dire
       { name: 'cards.json', content: Buffer.from(JSON.stringify(agents, null, 2) + '\n') },
       { name: 'incidents.jsonl', content: lines(incidents) },
       { name: 'oversight.jsonl', content: lines(oversight) },
+      { name: CHECKPOINT_FILE, content: Buffer.from(req.log.checkpoint, 'utf8') },
+      { name: MERKLE_FILE, content: Buffer.from(merkleFileText(req.log.merkle), 'utf8') },
     ],
   });
 }

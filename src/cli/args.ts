@@ -1,4 +1,6 @@
+import { readFile } from 'node:fs/promises';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { parseVerifierKey, type NoteKey } from '../domain/signed-note.js';
 
 type ParsedResults<T extends ParseArgsConfig> = ReturnType<typeof parseArgs<T>>;
 
@@ -30,4 +32,19 @@ export function parseCommand<const O extends Options>(args: string[], options: O
     throw new UsageError(`unexpected argument ${parsed.positionals[maxPositionals]}`);
   }
   return parsed;
+}
+
+/** `--key`: a verifier key, or `@file` holding one. */
+export async function verifierKeyOf(value: string): Promise<NoteKey> {
+  let text = value;
+  if (value.startsWith('@')) {
+    try {
+      text = await readFile(value.slice(1), 'utf8');
+    } catch (error) {
+      throw new UsageError(`--key: cannot read ${value.slice(1)} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`);
+    }
+  }
+  const key = parseVerifierKey(text);
+  if (key === null) throw new UsageError(`--key: ${value.startsWith('@') ? `${value.slice(1)} does not hold` : 'not'} a verifier key <name>+<8 hex key id>+<base64 of 0x01 and the Ed25519 public key>, as GET /public/log-key serves it`);
+  return key;
 }

@@ -1,5 +1,6 @@
 import { hash } from 'node:crypto';
 import { z } from 'zod';
+import { BUNDLE_LOG_FILES } from './bundle-log.js';
 
 /**
  * The export bundle format (vigil-bundle/1): a window of one org's ledger plus its projections,
@@ -9,6 +10,11 @@ import { z } from 'zod';
 
 /** The data files of a bundle, in this order; manifest.json and manifest.sha256 come on top. */
 export const BUNDLE_DATA_FILES = ['ledger.jsonl', 'cards.json', 'incidents.jsonl', 'oversight.jsonl'] as const;
+/**
+ * The log files (DESIGN §10), after the data files, in this order: in every bundle built since the
+ * transparency log, both or neither (a bundle from before it has neither).
+ */
+export { BUNDLE_LOG_FILES };
 export const MANIFEST_FILE = 'manifest.json';
 export const MANIFEST_SHA256_FILE = 'manifest.sha256';
 export const BUNDLE_FORMAT = 'vigil-bundle/1';
@@ -103,11 +109,13 @@ export function buildBundle(input: BundleInput): BuiltBundle {
 function orderDataFiles(data: BundleFile[]): BundleFile[] {
   const byName = new Map<string, BundleFile>();
   for (const file of data) {
-    if (!(BUNDLE_DATA_FILES as readonly string[]).includes(file.name)) throw new RangeError(`not a bundle data file: ${file.name}`);
+    if (!([...BUNDLE_DATA_FILES, ...BUNDLE_LOG_FILES] as readonly string[]).includes(file.name)) throw new RangeError(`not a bundle data file: ${file.name}`);
     if (byName.has(file.name)) throw new RangeError(`bundle data file given twice: ${file.name}`);
     byName.set(file.name, file);
   }
-  return BUNDLE_DATA_FILES.map((name) => {
+  const logFiles = BUNDLE_LOG_FILES.filter((name) => byName.has(name));
+  if (logFiles.length === 1) throw new RangeError(`bundle log files come together: ${logFiles[0]} without the other`);
+  return [...BUNDLE_DATA_FILES, ...logFiles].map((name) => {
     const file = byName.get(name);
     if (file === undefined) throw new RangeError(`bundle data file missing: ${name}`);
     return file;
@@ -179,5 +187,7 @@ export function parseManifest(text: string): ParsedManifest {
     names.add(f.name);
   }
   for (const name of BUNDLE_DATA_FILES) if (!names.has(name)) problems.push(`files does not list ${name}`);
+  const logListed = BUNDLE_LOG_FILES.filter((name) => names.has(name));
+  if (logListed.length === 1) problems.push(`files lists ${logListed[0]} without ${BUNDLE_LOG_FILES.find((n) => n !== logListed[0])}`);
   return { manifest: m, problems };
 }

@@ -41,7 +41,10 @@ describeModes('exports', (m) => {
       const res = await call(server.url, 'POST', '/exports/bundle', { body: { since_seq: 2, until_seq: 11 } });
       expect(res.status).toBe(200);
       const { export: record, manifest, files } = res.body;
-      expect(Object.keys(files).sort()).toEqual(['cards.json', 'incidents.jsonl', 'ledger.jsonl', 'manifest.json', 'manifest.sha256', 'oversight.jsonl']);
+      expect(Object.keys(files).sort()).toEqual(['cards.json', 'checkpoint.txt', 'incidents.jsonl', 'ledger.jsonl', 'manifest.json', 'manifest.sha256', 'merkle.json', 'oversight.jsonl']);
+      // The log files (DESIGN §10): the checkpoint at until_seq, the range of the 2 records before the window.
+      expect(files['checkpoint.txt']).toMatch(/^127\.0\.0\.1:\d+\/vigil\/acme\n11\n/);
+      expect(JSON.parse(files['merkle.json'])).toMatchObject({ since_seq: 2, tree_size: 11, range: [{ level: 1, index: 0 }] });
       expect(manifest).toMatchObject({ org: 'acme', since_seq: 2, until_seq: 11, records: 9, agents: null });
       expect(manifest.policy_digests).toHaveLength(1);
       const lines = parseLines(files['ledger.jsonl']);
@@ -61,8 +64,12 @@ describeModes('exports', (m) => {
       expect(Object.keys(list[0])).toEqual(expect.arrayContaining(['seq', 'recorded_at', 'manifest_sha256', 'since_seq', 'until_seq', 'files', 'chain_hash']));
 
       const dir = writeDir('json-bundle', files);
-      const ok = await runCli(['verify', dir, '--manifest-sha256', record.manifest_sha256], {});
+      // The key as the node that built the bundle names it: the test's nodes have each their own
+      // base URL, where a real cluster's share one (the key's name is its host).
+      const vkey = (await call(server.url, 'GET', '/public/log-key', { key: null })).text;
+      const ok = await runCli(['verify', dir, '--manifest-sha256', record.manifest_sha256, '--key', vkey], {});
       expect(ok.stdout + ok.stderr).toMatch(/bundle OK/);
+      expect(ok.stdout).toContain('at size 11, signed by the key given');
       expect(ok.code).toBe(0);
       const verify = await call(server.readUrl, 'GET', '/audit/ok/verify');
       expect(verify.body.ok).toBe(true);
@@ -78,7 +85,7 @@ describeModes('exports', (m) => {
       expect(res.headers.get('content-type')).toBe('application/gzip');
       const archive = Buffer.from(await res.arrayBuffer());
       const entries = readTarGz(archive);
-      expect(entries.map((e) => e.name).sort()).toEqual(['cards.json', 'incidents.jsonl', 'ledger.jsonl', 'manifest.json', 'manifest.sha256', 'oversight.jsonl']);
+      expect(entries.map((e) => e.name).sort()).toEqual(['cards.json', 'checkpoint.txt', 'incidents.jsonl', 'ledger.jsonl', 'manifest.json', 'manifest.sha256', 'merkle.json', 'oversight.jsonl']);
       const manifest = JSON.parse(entries.find((e) => e.name === 'manifest.json')!.content.toString());
       expect(manifest).toMatchObject({ since_seq: 0, until_seq: 6, agents: ['ok'], start_hash: '0'.repeat(64) });
       // The agents filter limits cards, never the ledger window.

@@ -1,11 +1,15 @@
 import { execFileSync } from 'node:child_process';
+import { generateKeyPairSync, type KeyObject } from 'node:crypto';
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { writeTarGz } from '../../src/bundle/tar.js';
 import { verifyBundle } from '../../src/cli/verify-bundle.js';
 import { buildBundle, type BuiltBundle, type BundleFile } from '../../src/domain/bundle.js';
-import { GENESIS_HASH, exportLine, makeRow, type LedgerRow } from '../../src/domain/ledger.js';
+import { merkleFileText } from '../../src/domain/bundle-log.js';
+import { GENESIS_HASH, exportLine, makeRow, rowLeafHash, type LedgerRow } from '../../src/domain/ledger.js';
+import { compactRange, MemoryTree, rootAt } from '../../src/domain/merkle.js';
+import { checkpointText, noteKey, rawPublicKey, signNote, verifierKey } from '../../src/domain/signed-note.js';
 import { removeDir, runCli, tempDir } from '../support/server.js';
 
 const SINCE = 10;
@@ -30,8 +34,27 @@ function makeChain(n: number): LedgerRow[] {
   return out;
 }
 
-/** A bundle over rows since..until whose ledger.jsonl holds `lines` (the honest lines by default). */
-function build(lines: string[], since = SINCE, until = UNTIL): BuiltBundle {
+/** The log's key in these tests, and its verifier key (named by the origin prefix, as GET /public/log-key serves it). */
+const LOG_KEY = generateKeyPairSync('ed25519').privateKey;
+const VKEY = noteKey('vigil.example/vigil', rawPublicKey(LOG_KEY));
+
+/** checkpoint.txt and merkle.json as the service makes them: the honest rows' tree, signed at `until`. */
+function logFiles(since: number, until: number, key: KeyObject = LOG_KEY): BundleFile[] {
+  const tree = new MemoryTree();
+  for (const row of rows.slice(0, until)) tree.append(rowLeafHash(row));
+  const text = checkpointText({ origin: 'vigil.example/vigil/acme', size: until, root: rootAt(tree, until) });
+  const range = compactRange(tree, since).map(({ level, index, hash }) => ({ level, index, hash: hash.toString('hex') }));
+  return [
+    { name: 'checkpoint.txt', content: Buffer.from(signNote(text, noteKey('vigil.example/vigil', rawPublicKey(key)), key)) },
+    { name: 'merkle.json', content: Buffer.from(merkleFileText({ since_seq: since, tree_size: until, range })) },
+  ];
+}
+
+/**
+ * A bundle over rows since..until whose ledger.jsonl holds `lines` (the honest lines by default),
+ * with the log files of the honest rows unless `log` is null (a bundle from before the log).
+ */
+function build(lines: string[], since = SINCE, until = UNTIL, log: BundleFile[] | null = logFiles(since, until)): BuiltBundle {
   return buildBundle({
     org: 'acme',
     since_seq: since,
@@ -46,6 +69,7 @@ function build(lines: string[], since = SINCE, until = UNTIL): BuiltBundle {
       { name: 'cards.json', content: Buffer.from(`${JSON.stringify([{ agent_id: 'bot-1', score: 0.25 }], null, 2)}\n`) },
       { name: 'incidents.jsonl', content: Buffer.from('{"id":"inc_1","agent_id":"bot-2","severity":"high"}\n') },
       { name: 'oversight.jsonl', content: Buffer.from('{"review":"rv_1","decision":"approve"}\n') },
+      ...(log ?? []),
     ],
   });
 }
@@ -81,7 +105,7 @@ function problemLines(stdout: string): string[] {
   const lines = stdout.trim().split('\n');
   expect(lines[0]).toBe('bundle INVALID:');
   const problems = lines.slice(1).map((l) => l.trim());
-  for (const p of problems) expect(p).toMatch(/^(ledger\.jsonl|cards\.json|incidents\.jsonl|oversight\.jsonl|manifest\.json|manifest\.sha256)[: ]/);
+  for (const p of problems) expect(p).toMatch(/^(ledger\.jsonl|cards\.json|incidents\.jsonl|oversight\.jsonl|checkpoint\.txt|merkle\.json|manifest\.json|manifest\.sha256)[: ]/);
   return problems;
 }
 
@@ -104,13 +128,67 @@ describe('vigil verify <bundle>', () => {
     for (const r of results) {
       expect(r.stderr).toBe('');
       expect(r.code).toBe(0);
-      expect(r.stdout.trim()).toBe(okLine);
+      expect(r.stdout.trim().split('\n')[0]).toBe(okLine);
+      expect(r.stdout).toContain('log vigil.example/vigil/acme: the window makes the checkpoint\'s root');
+      expect(r.stdout).toContain('signature NOT checked');
     }
+  });
+
+  it('--key: the checkpoint must be signed by the log key (given as the key or @file); another key, or no checkpoint, is refused', async () => {
+    const vkeyFile = join(dir, 'log.vkey');
+    writeFileSync(vkeyFile, `${verifierKey(VKEY)}\n`);
+    const other = verifierKey(noteKey('vigil.example/vigil', rawPublicKey(generateKeyPairSync('ed25519').privateKey)));
+    const legacy = write(build(windowLines(), SINCE, UNTIL, null).files).tgz;
+    const [byKey, byFile, wrong, old, oldNoKey] = await Promise.all([
+      runCli(['verify', bundleTgz, '--key', verifierKey(VKEY)], {}),
+      runCli(['verify', bundleDir, '--key', `@${vkeyFile}`], {}),
+      runCli(['verify', bundleTgz, '--key', other], {}),
+      runCli(['verify', legacy, '--key', verifierKey(VKEY)], {}),
+      runCli(['verify', legacy], {}),
+    ]);
+    for (const r of [byKey, byFile]) {
+      expect(r.code, r.stdout + r.stderr).toBe(0);
+      expect(r.stdout).toContain(`at size ${UNTIL}, signed by the key given`);
+    }
+    expect(wrong.code).toBe(1);
+    expect(problemLines(wrong.stdout)).toEqual([`checkpoint.txt: not signed by the key ${other.split('+').slice(0, 2).join('+')}`]);
+    expect(old.code).toBe(1);
+    expect(problemLines(old.stdout)).toEqual(['checkpoint.txt: missing, so nothing is signed by the key given (a bundle from before the transparency log?)']);
+    expect(oldNoKey.code).toBe(0);
+    expect(oldNoKey.stdout).toContain('no log checkpoint');
+    const bad = await runCli(['verify', bundleTgz, '--key', 'not-a-key'], {});
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('--key: not a verifier key');
+  });
+
+  it('catches a window rewritten and re-chained under a recomputed manifest: its records no longer make the signed root', async () => {
+    // An insider edits seq 25 and re-chains every later row: the chain and the manifest hold, only the log tells.
+    const forged: LedgerRow[] = rows.slice(0, SINCE);
+    for (const row of rows.slice(SINCE, UNTIL)) {
+      const body = row.seq === 25 ? { i: 25, note: 'nothing happened' } : row.body;
+      forged.push(makeRow(forged[forged.length - 1]!.chainHash, row.seq, row.kind, row.recordedAt, row.agentId, body));
+    }
+    const files = buildBundle({ ...bundle.manifest, end_hash: forged[UNTIL - 1]!.chainHash.toString('hex'), data: [
+      { name: 'ledger.jsonl', content: Buffer.from(forged.slice(SINCE).map((r) => `${exportLine(r)}\n`).join('')) },
+      ...bundle.files.slice(1, 6),
+    ] }).files;
+    const r = await runCli(['verify', write(files).tgz, '--key', verifierKey(VKEY)], {});
+    expect(r.code).toBe(1);
+    const problems = problemLines(r.stdout);
+    expect(problems).toHaveLength(1);
+    expect(problems[0]).toMatch(/^checkpoint\.txt: signs root \S+ for size 40; merkle\.json's range with the window's records makes \S+$/);
+    // A range hash changed (the manifest recomputed) or a checkpoint of another size: named too.
+    const range = JSON.parse(bundle.files[5]!.content.toString());
+    range.range[0].hash = 'ab'.repeat(32);
+    const badRange = buildBundle({ ...bundle.manifest, data: [...bundle.files.slice(0, 5), { name: 'merkle.json', content: Buffer.from(JSON.stringify(range)) }] });
+    expect((await verifyBundle(write(badRange.files).dir, { key: VKEY })).problems[0]).toMatch(/^checkpoint\.txt: signs root/);
+    const shorter = buildBundle({ ...bundle.manifest, data: [...bundle.files.slice(0, 4), logFiles(SINCE, UNTIL - 1)[0]!, bundle.files[5]!] });
+    expect((await verifyBundle(write(shorter.files).dir, { key: VKEY })).problems).toContain(`checkpoint.txt: size ${UNTIL - 1}, the window ends at seq ${UNTIL}`);
   });
 
   it('names each file of the bundle with one byte changed, in both forms', async () => {
     const names = bundle.files.map((f) => f.name);
-    expect(names).toEqual(['ledger.jsonl', 'cards.json', 'incidents.jsonl', 'oversight.jsonl', 'manifest.json', 'manifest.sha256']);
+    expect(names).toEqual(['ledger.jsonl', 'cards.json', 'incidents.jsonl', 'oversight.jsonl', 'checkpoint.txt', 'merkle.json', 'manifest.json', 'manifest.sha256']);
     const cases = names.flatMap((name) => {
       const paths = write(withOneByteChanged(bundle.files, name));
       return [paths.dir, paths.tgz].map((path) => ({ name, path }));
@@ -173,7 +251,9 @@ describe('verifyBundle', () => {
       records: 30,
       org: 'acme',
       window: { since_seq: SINCE, until_seq: UNTIL },
+      log: { origin: 'vigil.example/vigil/acme', size: UNTIL, root: expect.any(String), signed: false },
     });
+    expect(await verifyBundle(bundleDir, { key: VKEY })).toMatchObject({ ok: true, log: { signed: true } });
     const genesis = write(build(windowLines(0, 40), 0, 40).files);
     expect(await verifyBundle(genesis.tgz)).toMatchObject({ ok: true, records: 40 });
   });

@@ -1,6 +1,8 @@
 import { buildOrgBundle } from '../../bundle/build.js';
 import { writeTarGzAsync } from '../../bundle/tar.js';
 import { blockingLimit, monthOf, nextMonthStart } from '../../domain/billing.js';
+import type { MerkleFile } from '../../domain/bundle-log.js';
+import { compactRange } from '../../domain/merkle.js';
 import { exportBundleBody } from '../../domain/schemas.js';
 import { VigilError } from '../../errors.js';
 import { prefersGzip } from '../accept.js';
@@ -46,7 +48,8 @@ export function exportRoutes(deps: AppDeps): Route[] {
         }
         const now = deps.now();
         refuseOverQuota(deps, org, now);
-        const bundle = buildOrgBundle(deps.ledger, deps.directory, { org, since_seq: req.since_seq, until_seq: req.until_seq, agents: req.agents }, new Date(now).toISOString());
+        const log = await logFiles(deps, org, req.since_seq, req.until_seq);
+        const bundle = buildOrgBundle(deps.ledger, deps.directory, { org, since_seq: req.since_seq, until_seq: req.until_seq, agents: req.agents, log }, new Date(now).toISOString());
         const recorded = unwrap(
           await deps.commands.request({
             type: 'export.record',
@@ -69,6 +72,25 @@ export function exportRoutes(deps: AppDeps): Route[] {
       },
     },
   ];
+}
+
+/** How long a bundle waits for the org's tree to take the window's last rows (it follows the ledger by a turn or so). */
+const TREE_WAIT_MS = 2000;
+
+/**
+ * The bundle's log files: the checkpoint of the org's tree at until_seq, signed now, and the compact
+ * range before since_seq. The tree follows the ledger; one behind the window (catching up after a
+ * start) is waited for briefly, then 503.
+ */
+async function logFiles(deps: AppDeps, org: string, since: number, until: number): Promise<{ checkpoint: string; merkle: MerkleFile }> {
+  const { trees, checkpoints } = deps.transparency;
+  const deadline = performance.now() + TREE_WAIT_MS;
+  while (trees.catchingUp(org) || trees.size(org) < until) {
+    if (performance.now() > deadline) throw new VigilError('unavailable', `the transparency log of ${org} is catching up with its ledger; ask again shortly`, undefined, { retryAfterSeconds: 1 });
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  const range = compactRange(trees.tree(org), since).map(({ level, index, hash }) => ({ level, index, hash: hash.toString('hex') }));
+  return { checkpoint: checkpoints.signAt(org, until).note, merkle: { since_seq: since, tree_size: until, range } };
 }
 
 /**

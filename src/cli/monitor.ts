@@ -1,0 +1,209 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { judge, needsProof, openCheckpoint, type Opened } from '../domain/log-monitor.js';
+import { orgSlug } from '../domain/schemas.js';
+import type { Checkpoint, NoteKey } from '../domain/signed-note.js';
+import { parseCommand, UsageError, verifierKeyOf } from './args.js';
+import { LogReadError, PublicLog } from './log-client.js';
+import { readState, StateFileError, writeState, type SeenCheckpoint } from './monitor-state.js';
+
+export const MONITOR_USAGE = `usage: vigil monitor <base url> <org> --key <vkey|@file> --state <file> [--follow [--interval <seconds>]]
+  Follows an org's public checkpoints (GET <base url>/public/checkpoints/<org>, DESIGN §10): checks
+  each new one's signature and origin, and that it extends the last one seen (a consistency proof).
+  --key <vkey>      the log's verifier key, as GET <base url>/public/log-key serves it
+  --key @<file>     the same, read from a file
+  --state <file>    JSON of the last checkpoint seen; made on the first run, replaced atomically
+  --follow          keep polling, a line per new checkpoint, until an alarm or SIGINT/SIGTERM;
+                    network errors are reported and retried
+  --interval <s>    seconds between polls with --follow (default 10)
+exit status: 0 checked (or first seen, or stopped by a signal); 1 bad arguments, network or state
+  file error; 2 alarm: a fork (a smaller size, two roots for one size, a failing consistency
+  proof), a bad signature or origin. An alarm is told on stderr and leaves the state file as it was.`;
+
+const EXIT = { ok: 0, error: 1, alarm: 2 } as const;
+const DEFAULT_INTERVAL_SECONDS = 10;
+
+export interface MonitorOptions {
+  log: PublicLog;
+  key: NoteKey;
+  statePath: string;
+  follow: boolean;
+  intervalSeconds: number;
+}
+
+/** One look at the log: the checkpoint accepted (and remembered), or why not. */
+type Step =
+  | { type: 'accepted'; verdict: 'first' | 'unchanged' | 'consistent'; seen: SeenCheckpoint; previous: SeenCheckpoint | null }
+  | { type: 'refused'; exit: 1 | 2; message: string };
+
+/** `vigil monitor`: the exit status, as MONITOR_USAGE tells it. */
+export async function monitor(args: string[]): Promise<number> {
+  let options: MonitorOptions | 'help';
+  try {
+    options = await parseMonitorArgs(args);
+  } catch (error) {
+    if (!(error instanceof UsageError)) throw error;
+    console.error(`${error.message}\n${MONITOR_USAGE}`);
+    return EXIT.error;
+  }
+  if (options === 'help') {
+    console.log(MONITOR_USAGE);
+    return EXIT.ok;
+  }
+  try {
+    return options.follow ? await follow(options) : await once(options);
+  } catch (error) {
+    if (error instanceof LogReadError || error instanceof StateFileError) {
+      console.error(error.message);
+      return EXIT.error;
+    }
+    throw error;
+  }
+}
+
+async function once(o: MonitorOptions): Promise<number> {
+  const step = await check(o, await readState(o.statePath), new AbortController().signal);
+  if (step.type === 'refused') {
+    console.error(step.message);
+    return step.exit;
+  }
+  console.log(progressLine(o, step));
+  return EXIT.ok;
+}
+
+/** Polls until an alarm (or a state file it cannot use) or a signal; network errors are told once each and retried. */
+async function follow(o: MonitorOptions): Promise<number> {
+  const stop = new AbortController();
+  const onSignal = (): void => stop.abort();
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+  try {
+    let seen = await readState(o.statePath);
+    // The network error last told, and how many polls in a row have failed.
+    let failure: string | null = null;
+    let failures = 0;
+    let first = true;
+    while (!stop.signal.aborted) {
+      try {
+        const step = await check(o, seen, stop.signal);
+        if (step.type === 'refused') {
+          console.error(step.message);
+          return step.exit;
+        }
+        if (failures > 0) console.error(`${o.log.checkpointUrl}: answering again after ${failures} failed attempt${failures === 1 ? '' : 's'}`);
+        [failure, failures] = [null, 0];
+        if (first || step.verdict !== 'unchanged') console.log(progressLine(o, step));
+        first = false;
+        seen = step.seen;
+      } catch (error) {
+        if (stop.signal.aborted) break;
+        if (!(error instanceof LogReadError)) throw error;
+        if (failure !== error.message) console.error(`${error.message}; retrying every ${o.intervalSeconds} s`);
+        [failure, failures] = [error.message, failures + 1];
+      }
+      await sleep(o.intervalSeconds * 1000, undefined, { signal: stop.signal }).catch(() => undefined);
+    }
+    return EXIT.ok;
+  } finally {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+  }
+}
+
+/** Reads the latest checkpoint, judges it against `seen` and, when accepted as new, writes it to the state file. */
+async function check(o: MonitorOptions, seen: SeenCheckpoint | null, signal: AbortSignal): Promise<Step> {
+  const opened = openCheckpoint(await o.log.checkpoint(signal), o.key, o.log.org);
+  if (!opened.ok) return { type: 'refused', exit: EXIT.alarm, message: openAlarm(o, opened) };
+  const next = opened.checkpoint;
+  const remember = async (verdict: 'first' | 'consistent'): Promise<Step> => {
+    const now = { ...next, seenAt: new Date().toISOString() };
+    await writeState(o.statePath, now);
+    return { type: 'accepted', verdict, seen: now, previous: seen };
+  };
+  if (seen === null) return remember('first');
+  let proof: Buffer[] | null = null;
+  if (needsProof(seen, next)) {
+    const answer = await o.log.consistency(seen.size, next.size, signal);
+    if (!answer.ok) return { type: 'refused', exit: EXIT.alarm, message: `BAD PROOF: ${o.log.consistencyUrl(seen.size, next.size)}: not a consistency proof from size ${seen.size} to size ${next.size}: ${answer.problem}` };
+    proof = answer.hashes;
+  }
+  const verdict = judge(seen, next, proof);
+  switch (verdict.type) {
+    case 'consistent':
+      return remember('consistent');
+    case 'unchanged':
+      return { type: 'accepted', verdict: 'unchanged', seen, previous: seen };
+    case 'other-log':
+      return { type: 'refused', exit: EXIT.error, message: `the state file ${o.statePath} follows the log ${seen.origin}, not ${next.origin}: give this log its own state file` };
+    case 'fork':
+      return { type: 'refused', exit: EXIT.alarm, message: forkAlarm(o, seen, next, verdict.problem) };
+  }
+}
+
+const hex = (root: Buffer): string => root.toString('hex');
+const at = (c: Checkpoint): string => `size ${c.size} (root ${hex(c.root)})`;
+
+function progressLine(o: MonitorOptions, step: Extract<Step, { type: 'accepted' }>): string {
+  const head = `${o.log.org}: size ${step.seen.size}, root ${hex(step.seen.root).slice(0, 16)}…`;
+  switch (step.verdict) {
+    case 'first':
+      return `${head}, first checkpoint seen, recorded in ${o.statePath}`;
+    case 'unchanged':
+      return `${head}, unchanged since ${step.seen.seenAt}`;
+    case 'consistent':
+      return `${head}, consistent with size ${step.previous?.size ?? 0}`;
+  }
+}
+
+function openAlarm(o: MonitorOptions, opened: Exclude<Opened, { ok: true }>): string {
+  const url = o.log.checkpointUrl;
+  const key = `${o.key.name}+${o.key.keyId.toString('hex')}`;
+  switch (opened.problem) {
+    case 'signature':
+      return `BAD SIGNATURE: ${url}: no valid signature by ${key}${opened.claimed === null ? '' : ` on its checkpoint of ${at(opened.claimed)}`}`;
+    case 'malformed':
+      return `BAD CHECKPOINT: ${url}: signed by ${key}, but not a checkpoint (origin, size, base64 root)`;
+    case 'origin':
+      return `BAD ORIGIN: ${url}: the checkpoint is of the log ${opened.origin}, not ${opened.expected} (org ${o.log.org} under the key ${key})`;
+  }
+}
+
+function forkAlarm(o: MonitorOptions, seen: SeenCheckpoint, next: Checkpoint, problem: 'shrunk' | 'two-roots' | 'proof-fails'): string {
+  const was = `${at(seen)} seen at ${seen.seenAt}`;
+  switch (problem) {
+    case 'shrunk':
+      return `FORK: ${o.log.checkpointUrl} signs ${at(next)}, smaller than ${was}: a log never shrinks`;
+    case 'two-roots':
+      return `FORK: ${o.log.checkpointUrl} signs size ${next.size} with root ${hex(next.root)}, but size ${seen.size} had root ${hex(seen.root)} when seen at ${seen.seenAt}`;
+    case 'proof-fails':
+      return `FORK: ${o.log.consistencyUrl(seen.size, next.size)} does not prove ${at(next)} an extension of ${was} (RFC 9162 §2.1.4.2)`;
+  }
+}
+
+/** The arguments of `vigil monitor`, checked; a UsageError names the first that is wrong. */
+export async function parseMonitorArgs(args: string[]): Promise<MonitorOptions | 'help'> {
+  const { positionals, values } = parseCommand(args, { key: { type: 'string' }, state: { type: 'string' }, follow: { type: 'boolean' }, interval: { type: 'string' } }, 2);
+  if (values.help === true) return 'help';
+  const [base, org] = positionals;
+  if (base === undefined || org === undefined) throw new UsageError('monitor needs a base URL and an org');
+  if (values.key === undefined || values.state === undefined) throw new UsageError('monitor needs --key and --state');
+  const slug = orgSlug.safeParse(org);
+  if (!slug.success) throw new UsageError(`<org>: ${slug.error.issues[0]?.message ?? 'not an org slug'}`);
+  if (values.interval !== undefined && values.follow !== true) throw new UsageError('--interval applies to --follow');
+  const seconds = values.interval === undefined ? DEFAULT_INTERVAL_SECONDS : Number(values.interval);
+  if (!(seconds > 0 && seconds <= 86_400)) throw new UsageError(`--interval: ${values.interval} is not a number of seconds above 0 and at most 86400`);
+  return { log: new PublicLog(baseUrl(base), slug.data), key: await verifierKeyOf(values.key), statePath: values.state, follow: values.follow === true, intervalSeconds: seconds };
+}
+
+/** The base URL without a trailing slash; http or https, no query or fragment. */
+function baseUrl(text: string): string {
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    throw new UsageError(`<base url>: ${text} is not a URL (e.g. https://vigil.example)`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new UsageError(`<base url>: ${text} is not an http or https URL`);
+  if (url.search !== '' || url.hash !== '') throw new UsageError(`<base url>: ${text} has a query or fragment; give the server's base URL`);
+  return url.href.replace(/\/+$/, '');
+}
+
