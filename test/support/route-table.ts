@@ -125,6 +125,8 @@ export const ROUTE_CASES: Readonly<Record<string, RouteCase>> = {
   'OPTIONS /public/agents/:org': { auth: 'none', withKey: 204, request: (ids) => ({ params: { org: ids.org } }) },
   'GET /a/:org/:agent_id': { auth: 'none', withKey: 400, htmlNotFound: true, request: publicRecord },
   'GET /a/:org/:agent_id/verify': { auth: 'none', withKey: 400, htmlNotFound: true, request: publicRecord },
+  // The agent page's script: a static file, the same whatever is sent (a key is not read).
+  'GET /assets/log-check.js': { auth: 'none', withKey: 200, request: none },
   // The record-scoring interface has its own keys: it ignores a Vigil key where it takes none...
   'POST /api/v1/keys': { auth: 'none', withKey: 201, request: (_, fresh) => ({ body: { email: `dev-${fresh()}@example.test` } }) },
   // ...and refuses one where it needs its own.
