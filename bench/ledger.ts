@@ -12,6 +12,8 @@ import { closeVerifyWorkers, verifyChain } from '../src/store/verify-chain.js';
 import { POLICY_V1, policyDigest } from '../src/domain/policy.js';
 import { openLmdb } from '../src/store/lmdb.js';
 import { Registry } from '../src/services/registry.js';
+import { runLoad, type LoadResult } from './load.js';
+import { median } from './macro.js';
 import { rssMb, startProcess, VIGIL_READY } from './peers.js';
 
 const ORG = 'bench';
@@ -33,6 +35,20 @@ export interface LedgerFigures {
   warmReadyMs: number;
   warmRssMb: number;
   dataMb: number;
+  /** Inclusion proofs of random records against the public record route, on the same server (DESIGN §10). */
+  proofs: ProofFigures;
+}
+
+export interface ProofFigures {
+  /** Seconds from the server's start until its tree held the whole ledger (a background catch-up). */
+  treeReadySeconds: number;
+  publicRps: number;
+  proofRps: number;
+  /** Median of the rounds' ratios, proofs / public. */
+  ratio: number;
+  rounds: number[];
+  proofP99: number;
+  errors: number;
 }
 
 /** Starts Vigil on `dir`, times it until it listens and until a first event is answered, stops it. */
@@ -48,6 +64,63 @@ async function startVigil(dir: string): Promise<{ listenMs: number; readyMs: num
     });
     if (res.status !== 200) throw new Error(`first event answered ${res.status}: ${await res.text()}`);
     return { listenMs, readyMs: Math.round(performance.now() - t0), rssMb: rssMb(vigil.pid) };
+  } finally {
+    await vigil.stop();
+  }
+}
+
+/**
+ * Inclusion proofs (`GET /audit/proof/inclusion?seq=N`, 1,000 random seqs in turn) against the
+ * public record route, round by round on one server over the whole ledger, once its tree holds
+ * every record: both answer from memory and stored tiles, nothing is recomputed per request.
+ */
+async function measureProofs(dir: string, records: number, load: { rounds: number; seconds: number }, log: (line: string) => void): Promise<ProofFigures> {
+  const t0 = performance.now();
+  const vigil = await startProcess(
+    'vigil-proofs',
+    ['--import', 'tsx', 'src/main.ts', 'serve'],
+    { VIGIL_PORT: '0', VIGIL_DATA_DIR: dir, VIGIL_DURABILITY: 'process', VIGIL_PUBLIC_RATE_LIMIT: '1000000000' },
+    VIGIL_READY,
+  );
+  try {
+    const url = `http://127.0.0.1:${vigil.port}`;
+    const headers = { authorization: `Bearer ${LEDGER_KEY}`, 'content-type': 'application/json' };
+    const res = await fetch(`${url}/admin/agents/agent-0`, { method: 'PATCH', headers, body: JSON.stringify({ public: true }) });
+    if (res.status !== 200) throw new Error(`making agent-0 public answered ${res.status}: ${await res.text()}`);
+    // The tree catches up with the ledger in the background after a start; proofs wait for it.
+    for (;;) {
+      const checkpoint = await fetch(`${url}/audit/checkpoint`, { headers });
+      if (checkpoint.status === 200 && Number((await checkpoint.text()).split('\n')[1]) >= records) break;
+      if (performance.now() - t0 > 180_000) throw new Error('the tree did not catch up with the ledger within 180 s');
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+    const treeReadySeconds = round((performance.now() - t0) / 1000, 1);
+    const paths = Array.from({ length: 1000 }, () => `/audit/proof/inclusion?seq=${1 + Math.floor(Math.random() * records)}`);
+    const specs = {
+      public: { url: `${url}/public/agents/${ORG}/agent-0`, method: 'GET' as const, connections: 64, durationSec: load.seconds },
+      proofs: { url: `${url}/audit/proof/inclusion`, method: 'GET' as const, headers: { authorization: headers.authorization }, paths, connections: 64, durationSec: load.seconds },
+    };
+    const results: Record<'public' | 'proofs', LoadResult[]> = { public: [], proofs: [] };
+    for (const name of ['public', 'proofs'] as const) await runLoad({ ...specs[name], durationSec: 2 }); // warm-up
+    for (let i = 1; i <= load.rounds; i++) {
+      // Alternating the order, as the macro rounds do.
+      for (const name of i % 2 === 1 ? (['public', 'proofs'] as const) : (['proofs', 'public'] as const)) {
+        const result = await runLoad(specs[name]);
+        results[name].push(result);
+        log(`round ${i}/${load.rounds}  ${name === 'public' ? 'GET /public/agents/{org}/{agent}' : 'GET /audit/proof/inclusion (random)'} on ${records.toLocaleString('en-US')} records  ${Math.round(result.rps)} req/s  p99 ${result.p99} ms  errors ${result.errors}`);
+      }
+    }
+    const rounds = results.proofs.map((r, i) => round(r.rps / results.public[i]!.rps, 2));
+    const mean = (xs: LoadResult[]): number => Math.round(xs.reduce((sum, r) => sum + r.rps, 0) / xs.length);
+    return {
+      treeReadySeconds,
+      publicRps: mean(results.public),
+      proofRps: mean(results.proofs),
+      ratio: median(rounds),
+      rounds,
+      proofP99: median(results.proofs.map((r) => r.p99)),
+      errors: [...results.public, ...results.proofs].reduce((sum, r) => sum + r.errors, 0),
+    };
   } finally {
     await vigil.stop();
   }
@@ -111,7 +184,7 @@ export async function fill(dir: string, records: number, agents: number): Promis
   }
 }
 
-export async function runLedger(records: number, agents: number): Promise<LedgerFigures> {
+export async function runLedger(records: number, agents: number, load: { rounds: number; seconds: number }, log: (line: string) => void): Promise<LedgerFigures> {
   const dir = mkdtempSync(join(tmpdir(), 'vigil-bench-ledger-'));
   try {
     const t0 = performance.now();
@@ -136,6 +209,7 @@ export async function runLedger(records: number, agents: number): Promise<Ledger
     const cold = await startVigil(dir);
     // A clean stop saves checkpoints; the next start seeds from them (the usual restart).
     const warm = await startVigil(dir);
+    const proofs = await measureProofs(dir, records, load, log);
     const { statSync } = await import('node:fs');
     return {
       records,
@@ -150,6 +224,7 @@ export async function runLedger(records: number, agents: number): Promise<Ledger
       warmReadyMs: warm.readyMs,
       warmRssMb: warm.rssMb,
       dataMb: round(statSync(join(dir, 'data.mdb')).size / 1024 / 1024, 1),
+      proofs,
     };
   } finally {
     rmSync(dir, { recursive: true, force: true });

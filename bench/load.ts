@@ -22,6 +22,11 @@ export interface LoadSpec {
    * `headers`. wrk builds the requests once in its Lua setup and hands them out in `request()`.
    */
   rotate?: Record<string, string>[];
+  /**
+   * Request paths taken in turn (e.g. random records), over the url's path; with `rotate`, request
+   * i takes path i and header set i (each list repeating).
+   */
+  paths?: string[];
   connections: number;
   durationSec: number;
 }
@@ -117,12 +122,18 @@ function wrkScript(spec: LoadSpec): string {
     lines.push(`wrk.headers[${luaString(name)}] = ${luaString(value)}`);
   }
   if (spec.body !== undefined) lines.push(`wrk.body = ${luaString(spec.body)}`);
-  if (spec.rotate !== undefined && spec.rotate.length > 0) {
+  const sets = spec.rotate ?? [];
+  const paths = spec.paths ?? [];
+  if (sets.length > 0 || paths.length > 0) {
     // Each thread builds the requests once; request() takes them in turn (no per-request work).
     lines.push('local sets = {');
-    for (const set of spec.rotate) lines.push(`  { ${Object.entries(set).map(([name, value]) => `[${luaString(name)}] = ${luaString(value)}`).join(', ')} },`);
+    for (const set of sets) lines.push(`  { ${Object.entries(set).map(([name, value]) => `[${luaString(name)}] = ${luaString(value)}`).join(', ')} },`);
+    lines.push('}', 'local paths = {');
+    for (const path of paths) lines.push(`  ${luaString(path)},`);
     lines.push('}', 'local requests = {}', 'local n = 0', 'local at = 0', 'init = function(args)');
-    lines.push('  for i, set in ipairs(sets) do', '    local h = {}', '    for k, v in pairs(wrk.headers) do h[k] = v end', '    for k, v in pairs(set) do h[k] = v end', '    requests[i] = wrk.format(nil, nil, h)', '  end', '  n = #sets');
+    lines.push('  n = math.max(#sets, #paths)', '  for i = 1, n do', '    local h = {}', '    for k, v in pairs(wrk.headers) do h[k] = v end');
+    lines.push('    if #sets > 0 then for k, v in pairs(sets[(i - 1) % #sets + 1]) do h[k] = v end end');
+    lines.push('    requests[i] = wrk.format(nil, #paths > 0 and paths[(i - 1) % #paths + 1] or nil, h)', '  end');
     lines.push('end', 'request = function()', '  at = at % n + 1', '  return requests[at]', 'end');
   }
   lines.push('');
@@ -218,7 +229,14 @@ async function runAutocannon(spec: LoadSpec): Promise<LoadResult> {
   };
   if (spec.headers !== undefined) options.headers = spec.headers;
   if (spec.body !== undefined) options.body = spec.body;
-  if (spec.rotate !== undefined && spec.rotate.length > 0) options.requests = spec.rotate.map((set) => ({ headers: { ...spec.headers, ...set } }));
+  const sets = spec.rotate ?? [];
+  const paths = spec.paths ?? [];
+  if (sets.length > 0 || paths.length > 0) {
+    options.requests = Array.from({ length: Math.max(sets.length, paths.length) }, (_, i) => ({
+      headers: { ...spec.headers, ...sets[i % Math.max(sets.length, 1)] },
+      ...(paths.length > 0 ? { path: paths[i % paths.length]! } : {}),
+    }));
+  }
   const result = await autocannon(options);
   const total = result.requests.total;
   const rps =

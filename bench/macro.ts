@@ -39,7 +39,7 @@ export const tenantKey = (i: number): string => `vgl_bench-tenant-${String(i).pa
  * `tenants` more orgs `tenant-<i>`, each with its key, on the scale plan, with the bench agent.
  * With `VIGIL_BENCH_PROFILE=<dir>` it runs under `--cpu-prof`, writing its profile there on exit.
  */
-export async function startVigil(durability: 'sync' | 'process', tenants = 0): Promise<{ proc: StartedProcess; url: string; dir: string }> {
+export async function startVigil(durability: 'sync' | 'process', tenants = 0, options: { transparencyLog?: boolean } = {}): Promise<{ proc: StartedProcess; url: string; dir: string }> {
   const dir = mkdtempSync(join(tmpdir(), `vigil-bench-${durability}-`));
   // The load is far past the free plan's monthly quota: every bench org is on the scale plan.
   const store = openLmdb(dir, 'process');
@@ -53,7 +53,7 @@ export async function startVigil(durability: 'sync' | 'process', tenants = 0): P
     await store.close();
   }
   const proc = await startProcess(
-    `vigil-${durability}`,
+    `vigil-${durability}${options.transparencyLog === false ? '-nolog' : ''}`,
     [...profileFlags(), '--import', 'tsx', 'src/main.ts', 'serve'],
     {
       VIGIL_PORT: '0',
@@ -62,6 +62,7 @@ export async function startVigil(durability: 'sync' | 'process', tenants = 0): P
       VIGIL_PUBLIC_RATE_LIMIT: '1000000000',
       VIGIL_BOOTSTRAP_ORG: 'bench',
       VIGIL_BOOTSTRAP_KEY: BENCH_KEY,
+      ...(options.transparencyLog === false ? { VIGIL_BENCH_TRANSPARENCY: 'off' } : {}),
     },
     VIGIL_READY,
   );
@@ -100,6 +101,8 @@ export async function runMacro(options: MacroOptions): Promise<MacroRow[]> {
   const uws = await startPeer('uws');
   const sync = await startVigil('sync');
   const proc = await startVigil('process');
+  // The same server with its Merkle trees not fed: what the transparency log costs ingest.
+  const noLog = await startVigil('sync', 0, { transparencyLog: false });
   try {
     const scenarios: Scenario[] = [
       {
@@ -113,6 +116,7 @@ export async function runMacro(options: MacroOptions): Promise<MacroRow[]> {
           { name: 'uws', url: uws.url },
           { name: 'vigil (sync)', url: sync.url },
           { name: 'vigil (process)', url: proc.url },
+          { name: 'vigil (sync, no log)', url: noLog.url },
         ],
       },
       {
@@ -129,8 +133,8 @@ export async function runMacro(options: MacroOptions): Promise<MacroRow[]> {
     ];
     return await measure(scenarios, options);
   } finally {
-    await Promise.allSettled([fastify.stop(), uws.stop(), sync.proc.stop(), proc.proc.stop()]);
-    for (const dir of [sync.dir, proc.dir]) rmSync(dir, { recursive: true, force: true });
+    await Promise.allSettled([fastify.stop(), uws.stop(), sync.proc.stop(), proc.proc.stop(), noLog.proc.stop()]);
+    for (const dir of [sync.dir, proc.dir, noLog.dir]) rmSync(dir, { recursive: true, force: true });
   }
 }
 

@@ -45,7 +45,7 @@ log('cluster…');
 const cluster = await runCluster(quick ? { rounds: 1, seconds: 3, warmupSeconds: 1, connections: 64, log } : { rounds: 3, seconds: 8, warmupSeconds: 1, connections: 64, log });
 const records = quick ? 200_000 : 1_000_000;
 log(`ledger with ${records.toLocaleString('en-US')} records and 10,000 agents…`);
-const ledger = await runLedger(records, 10_000);
+const ledger = await runLedger(records, 10_000, quick ? { rounds: 1, seconds: 3 } : { rounds: 3, seconds: 5 }, log);
 
 const row = (scenario: string, target: string): MacroRow | undefined => macro.find((r) => r.scenario.startsWith(scenario) && r.target === target);
 const ratio = (scenario: string, target: string, against: string, goal?: number): Ratio | undefined => {
@@ -61,6 +61,7 @@ const ratios = [
   ratio('POST', 'vigil (sync)', 'fastify', 1),
   ratio('POST', 'vigil (sync)', 'uws'),
   ratio('POST', 'vigil (process)', 'fastify'),
+  ratio('POST', 'vigil (sync)', 'vigil (sync, no log)', 0.95),
   ratio('GET', 'vigil', 'fastify', 2),
   ratio('GET', 'vigil', 'uws'),
 ].filter((r): r is Ratio => r !== undefined);
@@ -73,6 +74,12 @@ const r = (scenario: string, target: string, against: string): number => ratio(s
 const scale = quick ? ` (quick: ${records.toLocaleString('en-US')} records)` : '';
 const goals: BenchReport['goals'] = [
   { name: 'durable ingest vs Fastify', target: '≥ 1.0×', measured: `${r('POST', 'vigil (sync)', 'fastify')}×`, met: r('POST', 'vigil (sync)', 'fastify') >= 1 },
+  {
+    name: 'durable ingest with the transparency log vs without (same run)',
+    target: '≥ 0.95×',
+    measured: `${r('POST', 'vigil (sync)', 'vigil (sync, no log)')}×`,
+    met: r('POST', 'vigil (sync)', 'vigil (sync, no log)') >= 0.95,
+  },
   { name: 'durable ingest p99', target: '≤ 20 ms', measured: `${ingest?.p99} ms`, met: (ingest?.p99 ?? Infinity) <= 20 },
   { name: 'durable ingest errors', target: '0', measured: String(ingest?.errors), met: ingest?.errors === 0 },
   { name: 'public reads vs Fastify', target: '≥ 2.0×', measured: `${r('GET', 'vigil', 'fastify')}×`, met: r('GET', 'vigil', 'fastify') >= 2 },
@@ -87,6 +94,12 @@ const goals: BenchReport['goals'] = [
   { name: 'streaming ingest vs bare LMDB batched append', target: '≥ 0.5×', measured: `${per(stream.lmdbRowsPerSec)}×`, met: per(stream.lmdbRowsPerSec) >= 0.5 },
   { name: `${tenants.orgs} orgs vs one org, POST /events/ (same run)`, target: '≥ 0.9×', measured: `${tenants.httpRatio}×`, met: tenants.httpRatio >= 0.9 },
   { name: `${tenants.orgs} orgs vs one org, stream (same run)`, target: '≥ 0.9×', measured: `${tenants.streamRatio}×`, met: tenants.streamRatio >= 0.9 },
+  {
+    name: `inclusion proofs of random records vs the public record route${scale}`,
+    target: '≥ 0.5×',
+    measured: `${ledger.proofs.ratio}× (${ledger.proofs.proofRps.toLocaleString('en-US')} vs ${ledger.proofs.publicRps.toLocaleString('en-US')} req/s)`,
+    met: ledger.proofs.ratio >= 0.5,
+  },
   { name: 'ledger verification', target: '≥ 300,000 records/s', measured: `${ledger.verifyRecordsPerSec.toLocaleString('en-US')} records/s`, met: ledger.verifyRecordsPerSec >= 300_000 },
   { name: `restart until ready, from checkpoints${scale}`, target: '≤ 10 s (1M records)', measured: `${(ledger.warmReadyMs / 1000).toFixed(2)} s`, met: ledger.warmReadyMs <= 10_000 },
   { name: `first start until ready, whole ledger${scale}`, target: '≤ 10 s (1M records)', measured: `${(ledger.coldReadyMs / 1000).toFixed(2)} s`, met: ledger.coldReadyMs <= 10_000 },
@@ -109,7 +122,16 @@ const report: BenchReport = {
   micro,
   macro,
   ratios,
-  ledger: { ...ledger },
+  ledger: (({ proofs, ...figures }) => ({
+    ...figures,
+    proofsTreeReadySeconds: proofs.treeReadySeconds,
+    proofsPublicRecordRps: proofs.publicRps,
+    proofsInclusionRps: proofs.proofRps,
+    proofsRatio: proofs.ratio,
+    proofsRatioRounds: proofs.rounds.join(' / '),
+    proofsInclusionP99Ms: proofs.proofP99,
+    proofsErrors: proofs.errors,
+  }))(ledger),
   ...(cluster === null ? {} : { cluster }),
   stream,
   tenants,

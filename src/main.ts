@@ -69,7 +69,9 @@ async function serve(args: string[]): Promise<number> {
   const log = createLogger(config.logLevel);
   // The service's modules load with the command that needs them: `verify` and `monitor` start fast.
   const { startRuntime } = await import('./runtime.js');
-  const runtime = await startRuntime(config, log, { showFirstKey });
+  // VIGIL_BENCH_TRANSPARENCY=off is the bench's A/B switch (bench/macro.ts), not a setting: a server
+  // without its transparency log answers 503 on the log's routes.
+  const runtime = await startRuntime(config, log, { showFirstKey, transparencyLog: process.env.VIGIL_BENCH_TRANSPARENCY !== 'off' });
   const stop = (): void => {
     log.info('shutting down');
     runtime.close().then(

@@ -68,6 +68,11 @@ export interface RuntimeOptions {
   partitionedReplayFrom?: number;
   /** Start-up: how a partitioned replay runs (threads, how long workers may take). */
   replay?: ReplayOptions;
+  /**
+   * False: the Merkle trees are not fed (the bench's A/B of the write path without them); the log's
+   * routes answer 503 as while a tree catches up, and no checkpoint is signed. Default true.
+   */
+  transparencyLog?: boolean;
 }
 
 /**
@@ -162,6 +167,8 @@ async function start(config: Config, log: Logger, options: RuntimeOptions, lock:
   });
   opened.push(() => deliveries.close());
   const trees = new MerkleTrees(new LmdbMerkleStore(store.env), store.ledger, log);
+  const feedTrees = options.transparencyLog !== false;
+  if (!feedTrees) trees.switchOff();
   // Cluster mode: the one key the nodes share (VIGIL_LOG_KEY if set, else the one the cluster keeps).
   const logKey =
     cluster === null ? loadLogKey(config.dataDir, config.logKeyPath) : await cluster.logKey(config.logKeyPath === undefined ? null : loadLogKey(config.dataDir, config.logKeyPath));
@@ -173,7 +180,7 @@ async function start(config: Config, log: Logger, options: RuntimeOptions, lock:
     actors,
     projections,
     deliveries,
-    trees,
+    trees: feedTrees ? trees : undefined,
     policy: POLICY_V1,
     policyDigest: digest,
     log,
@@ -183,7 +190,7 @@ async function start(config: Config, log: Logger, options: RuntimeOptions, lock:
   // In the background: trees behind their ledger (stored up to a whole stripe; none yet on a data
   // dir from before them) read the rows they lack.
   const treesStarted = performance.now();
-  void trees.catchUpAll().then(() => log.info({ ms: Math.round(performance.now() - treesStarted) }, 'Merkle trees caught up with the ledger'));
+  if (feedTrees) void trees.catchUpAll().then(() => log.info({ ms: Math.round(performance.now() - treesStarted) }, 'Merkle trees caught up with the ledger'));
   if (cluster === null) commands.serve(actors.handle, { owns: () => true });
   else cluster.serve(actors, deliveries);
   // Checkpoints now and then bound the replay after a crash; a clean stop saves them too.

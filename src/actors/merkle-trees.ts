@@ -31,6 +31,8 @@ export class MerkleTrees {
   private readonly catching = new Map<string, Promise<void>>();
   /** Orgs whose last catch-up failed (tried again with their next commit). */
   private readonly broken = new Set<string>();
+  /** Not fed at all (see switchOff): no tree can be trusted to be whole. */
+  private off = false;
 
   constructor(
     private readonly store: MerkleStore,
@@ -87,7 +89,15 @@ export class MerkleTrees {
    * ledger (its size may be below what it held before a restart), or its last catch-up failed.
    */
   catchingUp(org: string): boolean {
-    return this.catching.has(org) || this.broken.has(org);
+    return this.off || this.catching.has(org) || this.broken.has(org);
+  }
+
+  /**
+   * For the bench's A/B of the write path without trees only: the trees are not fed, and every
+   * org's counts as catching up for good (its routes answer 503, no checkpoint is signed).
+   */
+  switchOff(): void {
+    this.off = true;
   }
 
   /** Starts a catch-up of every org whose tree is behind its ledger; resolves when all have caught up. */

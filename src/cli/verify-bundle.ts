@@ -4,7 +4,7 @@ import { readTarGz } from '../bundle/tar.js';
 import { BUNDLE_DATA_FILES, BUNDLE_LOG_FILES, MANIFEST_FILE, MANIFEST_SHA256_FILE, parseManifest, parseManifestSha256Line, sha256Hex, type Manifest } from '../domain/bundle.js';
 import { CHECKPOINT_FILE, MERKLE_FILE, parseMerkleFile, rootFromRange } from '../domain/bundle-log.js';
 import { ChainVerifier, rowFromExport, rowLeafHash, type ExportedRecord } from '../domain/ledger.js';
-import { openCheckpoint } from '../domain/log-monitor.js';
+import { openCheckpoint, unsignedText } from '../domain/log-monitor.js';
 import { parseCheckpoint, type Checkpoint, type NoteKey } from '../domain/signed-note.js';
 
 export interface BundleReport {
@@ -168,12 +168,6 @@ function checkLog(checkpointNote: Buffer, merkleText: Buffer, manifest: Manifest
     problems.push(`${CHECKPOINT_FILE}: signs root ${checkpoint.root.toString('base64')} for size ${checkpoint.size}; ${MERKLE_FILE}'s range with the window's records makes ${root.toString('base64')}`);
   }
   return { origin: checkpoint.origin, size: checkpoint.size, root: checkpoint.root.toString('base64'), signed: key !== undefined };
-}
-
-/** A note's text before its signature lines (unchecked). */
-function unsignedText(note: string): string {
-  const split = note.indexOf('\n\n');
-  return split < 0 ? '' : note.slice(0, split + 1);
 }
 
 /** Recomputes the window's chain, collecting each record's Merkle leaf hash in `leaves`; returns the number of lines read. */

@@ -32,7 +32,7 @@ export function openCheckpoint(note: string, key: NoteKey, org: string): Opened 
 }
 
 /** A note's text before its signatures, as far as it can be told without checking them. */
-function unsignedText(note: string): string {
+export function unsignedText(note: string): string {
   const split = note.lastIndexOf('\n\n', note.length - 2);
   return split < 0 ? '' : note.slice(0, split + 1);
 }

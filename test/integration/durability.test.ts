@@ -1,7 +1,11 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ChainVerifier, rowFromExport } from '../../src/domain/ledger.js';
+import { verifyReceipt, type Receipt } from '../../src/client/index.js';
+import { ChainVerifier, leafInput, rowFromExport } from '../../src/domain/ledger.js';
+import { leafHash, MemoryTree, rootAt } from '../../src/domain/merkle.js';
+import { verifyConsistency } from '../../src/domain/merkle-verify.js';
+import { openNote, parseCheckpoint, parseVerifierKey, verifierKey, type Checkpoint } from '../../src/domain/signed-note.js';
 import { call, parseLines, removeDir, spawnServer, startServer, tempDir } from '../support/server.js';
 
 function verifyRows(rows: any[]) {
@@ -58,7 +62,7 @@ describe('kill -9 under concurrent load', () => {
       const agents = ['k0', 'k1', 'k2', 'k3'];
       for (const agent_id of agents) await call(proc.url, 'POST', '/agents/', { body: { agent_id, name: agent_id } });
 
-      const acked = new Map<number, { agent_id: string; gate_status: string; bii: number; n: number }>();
+      const acked = new Map<number, { agent_id: string; gate_status: string; bii: number; n: number; receipt: Receipt }>();
       let stop = false;
       let sent = 0;
       const worker = async (w: number): Promise<void> => {
@@ -66,10 +70,12 @@ describe('kill -9 under concurrent load', () => {
           const agent_id = agents[w % agents.length]!;
           sent++;
           try {
+            // Every fourth with a receipt: the log's promise must survive the kill too.
             const res = await call(proc.url, 'POST', '/events/', {
               body: { agent_id, event_type: 'file_operation', payload: { operation: 'write', path: `/w/${w}/${n}`, worker: w, n } },
+              ...(n % 4 === 0 ? { headers: { prefer: 'receipt' } } : {}),
             });
-            if (res.status === 200) acked.set(res.body.event_id, { agent_id, gate_status: res.body.gate_status, bii: res.body.bii, n });
+            if (res.status === 200) acked.set(res.body.event_id, { agent_id, gate_status: res.body.gate_status, bii: res.body.bii, n, receipt: res.body.receipt });
           } catch {
             return; // the connection died with the server
           }
@@ -78,7 +84,16 @@ describe('kill -9 under concurrent load', () => {
       const workers = Array.from({ length: 16 }, (_, w) => worker(w));
       // Kill once a good number of events are acknowledged, while requests are in flight.
       const deadline = Date.now() + 20_000;
-      while (acked.size < 1500 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      // A checkpoint signed mid-load, as a monitor would have seen it.
+      const key = parseVerifierKey((await call(proc.url, 'GET', '/public/log-key', { key: null })).text)!;
+      let seen: Checkpoint | null = null;
+      while ((acked.size < 1500 || seen === null) && Date.now() < deadline) {
+        await new Promise((r) => setTimeout(r, 20));
+        if (acked.size > 500 && seen === null) {
+          const note = await call(proc.url, 'GET', '/audit/checkpoint');
+          if (note.status === 200) seen = parseCheckpoint(openNote(note.text, key) ?? '');
+        }
+      }
       proc.child.kill('SIGKILL');
       await proc.exited;
       stop = true;
@@ -100,7 +115,31 @@ describe('kill -9 under concurrent load', () => {
           expect(row.body.gate_status).toBe(ack.gate_status);
           expect(row.body.bii).toBe(ack.bii);
           expect(row.body.payload.n).toBe(ack.n);
+          if (ack.receipt !== undefined) {
+            expect(verifyReceipt(ack.receipt, verifierKey(key))).toBe(true);
+            expect(ack.receipt.leaf_hash).toBe(leafHash(leafInput(rowFromExport(row))).toString('hex'));
+          }
         }
+        expect([...acked.values()].filter((a) => a.receipt !== undefined).length).toBeGreaterThan(20);
+        // The log after the kill: its tree caught up from the ledger, its new checkpoint extends the
+        // one signed before the kill, and its root is the one the export makes.
+        expect(seen).not.toBeNull();
+        const tree = new MemoryTree();
+        for (const row of rows) tree.append(leafHash(leafInput(rowFromExport(row))));
+        // The same key under the restarted server's name (its port, so its origin, changed).
+        const keyAgain = parseVerifierKey((await call(again.url, 'GET', '/public/log-key', { key: null })).text)!;
+        expect(keyAgain.publicKey.equals(key.publicKey)).toBe(true);
+        let now: Checkpoint | null = null;
+        await expect
+          .poll(async () => {
+            const note = await call(again.url, 'GET', '/audit/checkpoint');
+            now = note.status === 200 ? parseCheckpoint(openNote(note.text, keyAgain) ?? '') : null;
+            return now?.size ?? 0;
+          }, { timeout: 10_000, interval: 100 })
+          .toBe(rows.length);
+        expect(now!.root.equals(rootAt(tree))).toBe(true);
+        const proof = await call(again.url, 'GET', `/audit/proof/consistency?from=${seen!.size}&to=${rows.length}`);
+        expect(verifyConsistency(seen!.size, rows.length, seen!.root, now!.root, proof.body.hashes.map((h: string) => Buffer.from(h, 'hex')))).toBe(true);
         const next = await call(again.url, 'POST', '/events/', { body: { agent_id: 'k0', event_type: 'output_generated', payload: {} } });
         expect(next.status).toBe(200);
         const after = parseLines((await call(again.url, 'GET', `/audit/export?since_seq=${rows.length}`)).text);

@@ -3,9 +3,9 @@ import WebSocket from 'ws';
 import { verifyReceipt, VigilClient, type Receipt } from '../../src/client/index.js';
 import { canonicalize } from '../../src/domain/jcs.js';
 import { leafInput } from '../../src/domain/ledger.js';
-import { leafHash } from '../../src/domain/merkle.js';
-import { verifyInclusion } from '../../src/domain/merkle-verify.js';
-import { openNote, parseCheckpoint, parseVerifierKey } from '../../src/domain/signed-note.js';
+import { leafHash, MemoryTree, rootAt } from '../../src/domain/merkle.js';
+import { verifyConsistency, verifyInclusion } from '../../src/domain/merkle-verify.js';
+import { noteKey, openNote, parseCheckpoint, parseVerifierKey } from '../../src/domain/signed-note.js';
 import { describeModes, type ModeServers } from '../support/modes.js';
 import { ADMIN_KEY, call, parseLines } from '../support/server.js';
 
@@ -15,6 +15,13 @@ import { ADMIN_KEY, call, parseLines } from '../support/server.js';
 
 const event = (i: number) => ({ agent_id: 'a', event_type: 'config_read' as const, payload: { i } });
 const hex = (h: string): Buffer => Buffer.from(h, 'hex');
+
+/** The root of the tree of exported records, as an auditor computes it. */
+function rootFromRows(rows: any[]): Buffer {
+  const tree = new MemoryTree();
+  for (const r of rows) tree.append(leafHash(leafInput({ seq: r.seq, kind: r.kind, recordedAt: r.recorded_at, agentId: r.agent_id, bodyJson: canonicalize(r.body) })));
+  return rootAt(tree);
+}
 
 describeModes('receipts', (m) => {
   let s: ModeServers;
@@ -131,5 +138,30 @@ describeModes('receipts', (m) => {
     const checkpoint = parseCheckpoint(openNote(proof.checkpoint, key)!)!;
     expect(proof.leaf_hash).toBe(receipt.leaf_hash);
     expect(verifyInclusion(receipt.seq - 1, checkpoint.size, hex(receipt.leaf_hash), proof.hashes.map(hex), checkpoint.root)).toBe(true);
+  });
+
+  it('every node keeps the same log: a checkpoint of one node is a prefix of another\'s, proven by its consistency proof', async () => {
+    await s.settle(ADMIN_KEY);
+    const key = parseVerifierKey(vkey)!.publicKey;
+    // Each node signs under its own host name here (a real cluster's nodes share one base URL).
+    const checkpointOf = async (url: string) => {
+      const text = (await call(url, 'GET', '/audit/checkpoint')).text;
+      const name = text.split('\n')[0]!.replace(/\/acme$/, '');
+      return parseCheckpoint(openNote(text, noteKey(name, key)) ?? '')!;
+    };
+    const size = (await call(s.ownerUrl, 'GET', '/audit/export')).text.trim().split('\n').length;
+    const all = await Promise.all(
+      s.nodes.map(async (node) => {
+        let checkpoint = await checkpointOf(node.url);
+        await expect.poll(async () => (checkpoint = await checkpointOf(node.url)).size, { timeout: 5000, interval: 100 }).toBe(size);
+        return checkpoint;
+      }),
+    );
+    for (const c of all) expect(c.root.equals(all[0]!.root)).toBe(true);
+    // The log as it was 3 records ago, proven a prefix of the last node's latest.
+    const proof = (await call(s.nodes.at(-1)!.url, 'GET', `/audit/proof/consistency?from=${size - 3}&to=${size}`)).body;
+    const exported = parseLines((await call(s.ownerUrl, 'GET', '/audit/export')).text);
+    const fromRoot = rootFromRows(exported.slice(0, size - 3));
+    expect(verifyConsistency(size - 3, size, fromRoot, all.at(-1)!.root, proof.hashes.map(hex))).toBe(true);
   });
 });
