@@ -13,7 +13,7 @@ import { POLICY_V1, policyDigest } from '../src/domain/policy.js';
 import { openLmdb } from '../src/store/lmdb.js';
 import { Registry } from '../src/services/registry.js';
 import { runLoad, type LoadResult } from './load.js';
-import { median } from './macro.js';
+import { median, profileFlags } from './macro.js';
 import { rssMb, startProcess, VIGIL_READY } from './peers.js';
 
 const ORG = 'bench';
@@ -74,11 +74,11 @@ async function startVigil(dir: string): Promise<{ listenMs: number; readyMs: num
  * public record route, round by round on one server over the whole ledger, once its tree holds
  * every record: both answer from memory and stored tiles, nothing is recomputed per request.
  */
-async function measureProofs(dir: string, records: number, load: { rounds: number; seconds: number }, log: (line: string) => void): Promise<ProofFigures> {
+export async function measureProofs(dir: string, records: number, load: { rounds: number; seconds: number }, log: (line: string) => void): Promise<ProofFigures> {
   const t0 = performance.now();
   const vigil = await startProcess(
     'vigil-proofs',
-    ['--import', 'tsx', 'src/main.ts', 'serve'],
+    [...profileFlags(), '--import', 'tsx', 'src/main.ts', 'serve'],
     { VIGIL_PORT: '0', VIGIL_DATA_DIR: dir, VIGIL_DURABILITY: 'process', VIGIL_PUBLIC_RATE_LIMIT: '1000000000' },
     VIGIL_READY,
   );

@@ -83,7 +83,7 @@ export async function startVigil(durability: 'sync' | 'process', tenants = 0, op
 }
 
 /** Node flags that profile a Vigil process of the bench (VIGIL_BENCH_PROFILE names the directory). */
-function profileFlags(): string[] {
+export function profileFlags(): string[] {
   const dir = process.env.VIGIL_BENCH_PROFILE;
   return dir === undefined || dir === '' ? [] : ['--cpu-prof', `--cpu-prof-dir=${dir}`];
 }

@@ -44,7 +44,13 @@ export class MerkleTrees {
   tree(org: string): StripedTree {
     let tree = this.trees.get(org);
     if (tree === undefined) {
-      const reader: StripeReader = { stripe: (level, index) => this.unstored.get(keyOf(org, level, index))?.stripe.bytes ?? this.store.stripe(org, level, index) };
+      const reader: StripeReader = {
+        stripe: (level, index) => this.unstored.get(keyOf(org, level, index))?.stripe.bytes ?? this.store.stripe(org, level, index),
+        hash: (level, index, slot) => {
+          const unstored = this.unstored.get(keyOf(org, level, index))?.stripe.bytes;
+          return unstored !== undefined ? unstored.subarray(slot * 32, slot * 32 + 32) : this.store.hash(org, level, index, slot);
+        },
+      };
       tree = StripedTree.resume(reader, 256 * this.store.storedStripes(org));
       this.trees.set(org, tree);
     }

@@ -32,7 +32,16 @@ export function nodeHash(left: Uint8Array, right: Uint8Array): Buffer {
 export interface NodeSource {
   readonly size: number;
   node(level: number, index: number): Buffer;
+  /**
+   * Where the hashes of ranges that are not complete subtrees (the right edge's) may be kept once
+   * computed: a range of leaves never changes once the tree holds it, and every proof at one tree
+   * size hashes the same few. Optional; kept bounded by the caller of rangeHash.
+   */
+  readonly ranges?: Map<string, Buffer>;
 }
+
+/** The most right-edge range hashes a tree keeps (a few per tree size); past it they start over. */
+const MAX_RANGES = 4096;
 
 /** The largest power of two smaller than n (n ≥ 2): where RFC 9162 splits a tree of n leaves. */
 export function splitPoint(n: number): number {
@@ -53,8 +62,16 @@ function rangeHash(tree: NodeSource, start: number, end: number): Buffer {
     const level = Math.log2(width);
     return tree.node(level, start / width);
   }
+  const key = `${start}+${width}`;
+  const kept = tree.ranges?.get(key);
+  if (kept !== undefined) return kept;
   const k = splitPoint(width);
-  return nodeHash(rangeHash(tree, start, start + k), rangeHash(tree, start + k, end));
+  const hash = nodeHash(rangeHash(tree, start, start + k), rangeHash(tree, start + k, end));
+  if (tree.ranges !== undefined) {
+    if (tree.ranges.size >= MAX_RANGES) tree.ranges.clear();
+    tree.ranges.set(key, hash);
+  }
+  return hash;
 }
 
 function checkSize(tree: NodeSource, size: number): void {

@@ -3,6 +3,12 @@ import { nodeHash, type NodeSource } from './merkle.js';
 /** Hashes per stripe: one C2SP tile's width (c2sp.org/tlog-tiles). */
 export const STRIPE_WIDTH = 256;
 const HASH = 32;
+/**
+ * Stored stripes of this level and above are also held in memory once read or filled: a proof
+ * then reads only its lowest levels from storage. They are 1/8 of the tree's nodes: 4 bytes a leaf
+ * (4 MB for a million records).
+ */
+export const HELD_LEVEL = 4;
 
 /** A full stripe: the 256 hashes of one level, [index·256, index·256 + 256), concatenated. */
 export interface Stripe {
@@ -14,6 +20,11 @@ export interface Stripe {
 /** Where full stripes are kept (an LMDB table, or a map in tests). */
 export interface StripeReader {
   stripe(level: number, index: number): Buffer | undefined;
+  /**
+   * Hash `slot` (0–255) of the stored stripe, as its own 32 bytes: what a proof reads, node by
+   * node, without copying the stripe's 8 KB.
+   */
+  hash(level: number, index: number, slot: number): Buffer | undefined;
 }
 
 /**
@@ -31,6 +42,10 @@ export class StripedTree implements NodeSource {
   private readonly open: Buffer[][] = [];
   /** Per level, how many stripes are full (stored, or about to be). */
   private readonly full: number[] = [];
+  /** Full stripes of levels from HELD_LEVEL up, by `level/index`, once read or filled. */
+  private readonly held = new Map<string, Buffer>();
+  /** Right-edge range hashes computed so far (see NodeSource.ranges). */
+  readonly ranges = new Map<string, Buffer>();
   private leaves = 0;
 
   private constructor(private readonly store: StripeReader) {}
@@ -73,7 +88,9 @@ export class StripedTree implements NodeSource {
       const index = this.full[level]! * STRIPE_WIDTH + row.length - 1;
       const parent = index % 2 === 1 ? nodeHash(row[row.length - 2]!, node) : null;
       if (row.length === STRIPE_WIDTH) {
-        filled.push({ level, index: this.full[level]!, bytes: Buffer.concat(row, STRIPE_WIDTH * HASH) });
+        const bytes = Buffer.concat(row, STRIPE_WIDTH * HASH);
+        if (level >= HELD_LEVEL) this.held.set(`${level}/${this.full[level]!}`, bytes);
+        filled.push({ level, index: this.full[level]!, bytes });
         this.full[level]!++;
         this.open[level] = [];
       }
@@ -89,8 +106,13 @@ export class StripedTree implements NodeSource {
     const stripe = Math.floor(index / STRIPE_WIDTH);
     const full = this.full[level] ?? 0;
     if (stripe < full) {
-      const at = (index % STRIPE_WIDTH) * HASH;
-      return this.stored(level, stripe).subarray(at, at + HASH);
+      if (level >= HELD_LEVEL) {
+        const at = (index % STRIPE_WIDTH) * HASH;
+        return this.stored(level, stripe).subarray(at, at + HASH);
+      }
+      const hash = this.store.hash(level, stripe, index % STRIPE_WIDTH);
+      if (hash === undefined || hash.length !== HASH) throw new Error(`stripe ${level}/${stripe} of the Merkle tree is missing from storage`);
+      return hash;
     }
     const found = stripe === full ? this.open[level]?.[index % STRIPE_WIDTH] : undefined;
     if (found === undefined) throw new RangeError(`no complete node ${level}/${index} in a tree of ${this.leaves}`);
@@ -112,8 +134,12 @@ export class StripedTree implements NodeSource {
   }
 
   private stored(level: number, index: number): Buffer {
+    const key = `${level}/${index}`;
+    const held = this.held.get(key);
+    if (held !== undefined) return held;
     const bytes = this.store.stripe(level, index);
     if (bytes === undefined || bytes.length !== STRIPE_WIDTH * HASH) throw new Error(`stripe ${level}/${index} of the Merkle tree is missing from storage`);
+    if (level >= HELD_LEVEL) this.held.set(key, bytes);
     return bytes;
   }
 

@@ -9,6 +9,8 @@ import type { Stripe } from '../domain/striped-tree.js';
 export interface MerkleStore {
   /** The stored stripe, or undefined. */
   stripe(org: string, level: number, index: number): Buffer | undefined;
+  /** Hash `slot` of the stored stripe (a copy of its 32 bytes), or undefined. */
+  hash(org: string, level: number, index: number, slot: number): Buffer | undefined;
   /** Full stripes of the org's level 0 stored: its stored tree has 256 × this many leaves. */
   storedStripes(org: string): number;
   /** Stores stripes (of any orgs) in one write; resolves once it is durable as the data dir's durability says. */

@@ -102,6 +102,7 @@ describe('Merkle trees of orgs, stored in LMDB', () => {
     let failing = true;
     const store: MerkleStore = {
       stripe: (org, level, index) => lmdb.stripe(org, level, index),
+      hash: (org, level, index, slot) => lmdb.hash(org, level, index, slot),
       storedStripes: (org) => lmdb.storedStripes(org),
       put: (stripes) => (failing ? Promise.reject(new Error('disk full')) : lmdb.put(stripes)),
     };

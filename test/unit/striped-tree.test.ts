@@ -13,6 +13,9 @@ class MapStore {
     this.reads++;
     return this.stripes.get(`${level}/${index}`);
   }
+  hash(level: number, index: number, slot: number): Buffer | undefined {
+    return this.stripe(level, index)?.subarray(slot * 32, slot * 32 + 32);
+  }
   put(filled: readonly Stripe[]): void {
     for (const s of filled) {
       expect(this.stripes.has(`${s.level}/${s.index}`), `stripe ${s.level}/${s.index} stored twice`).toBe(false);
