@@ -10,7 +10,7 @@ import { ReviewQueue } from './actors/review-queue.js';
 import { UsageMeter } from './actors/usage-meter.js';
 import { LogCheckpoints } from './actors/log-checkpoints.js';
 import { MerkleTrees } from './actors/merkle-trees.js';
-import { loadLogKey } from './services/log-key.js';
+import { loadLogKey, loadLogOrigin } from './services/log-key.js';
 import { LmdbMerkleStore } from './store/lmdb-merkle-store.js';
 import { WebhookRegistry } from './services/webhook-registry.js';
 import { blockingLimit, writerLimits } from './domain/billing.js';
@@ -166,7 +166,9 @@ async function start(config: Config, log: Logger, options: RuntimeOptions, lock:
     log,
   });
   opened.push(() => deliveries.close());
-  const trees = new MerkleTrees(new LmdbMerkleStore(store.env), store.ledger, log);
+  const merkleStore = new LmdbMerkleStore(store.env);
+  opened.push(() => merkleStore.close());
+  const trees = new MerkleTrees(merkleStore, store.ledger, log);
   const feedTrees = options.transparencyLog !== false;
   if (!feedTrees) trees.switchOff();
   // Cluster mode: the one key the nodes share (VIGIL_LOG_KEY if set, else the one the cluster keeps).
@@ -227,7 +229,10 @@ async function start(config: Config, log: Logger, options: RuntimeOptions, lock:
   const http = await startHttpServer(config.host, config.port, log, async (port) => {
     listening = true;
     const served = withBoundPort(config, port);
-    checkpoints = new LogCheckpoints(trees, logKey, new URL(served.baseUrl).host, log);
+    const host = new URL(served.baseUrl).host;
+    const origin = cluster === null ? loadLogOrigin(config.dataDir, host) : await cluster.logOrigin(host).then((agreed) => ({ host: agreed, differs: agreed !== host }));
+    if (origin.differs) log.warn({ log_origin: origin.host, base_url_host: host }, 'the transparency log keeps the name it was given on first start (the log-origin file in the data dir; in cluster mode, the cluster\'s), not the base URL\'s host');
+    checkpoints = new LogCheckpoints(trees, logKey, origin.host, log);
     studio = served.demo
       ? await Studio.start({
           commands,
@@ -288,6 +293,7 @@ async function start(config: Config, log: Logger, options: RuntimeOptions, lock:
         if (cluster !== null) await cluster.close();
         else await commands.close();
         await local.close();
+        merkleStore.close();
         await store.close();
       } finally {
         lock.release();

@@ -114,7 +114,8 @@ export function decideBatch(state: OrgState, batch: readonly Queued[], at: Batch
     const row = rows[r++]!;
     rowAt[replies.length] = row;
     const { planned, answer, key, receipt } = reply;
-    if (key !== undefined) at.keys.add(key.key, { seq: row.seq, result: answer as KeyedEvent['result'], digest: key.digest, recordedAt: row.recordedAt, leafHash: rowLeafHash(row) });
+    // A copy: the row's hash is a view of its whole batch's hash buffer, which a kept key must not pin.
+    if (key !== undefined) at.keys.add(key.key, { seq: row.seq, result: answer as KeyedEvent['result'], digest: key.digest, recordedAt: row.recordedAt, leafHash: Buffer.from(rowLeafHash(row)) });
     const entry = receipt ? { entry: logEntry(row) } : {};
     replies.push({ ok: true, value: planned.kind === 'export' ? exportResult(planned, row) : answer, ...entry } as OrgReply);
   }

@@ -40,8 +40,11 @@ export interface NodeSource {
   readonly ranges?: Map<string, Buffer>;
 }
 
-/** The most right-edge range hashes a tree keeps (a few per tree size); past it they start over. */
-const MAX_RANGES = 4096;
+/**
+ * The most right-edge range hashes a tree keeps: a tree size needs at most ~log n of them, so this
+ * holds the current size's and a few before (≈ 25 KB a tree); past it they start over.
+ */
+const MAX_RANGES = 256;
 
 /** The largest power of two smaller than n (n ≥ 2): where RFC 9162 splits a tree of n leaves. */
 export function splitPoint(n: number): number {

@@ -57,3 +57,12 @@ async function createOrGet(kv: KV, key: string, value: string): Promise<string> 
     return stored.string();
   }
 }
+
+/**
+ * The host the cluster's log origins are named by (see loadLogOrigin), agreed as the key is: the
+ * first node stores its base URL's host, every node names the log by it.
+ */
+export async function ensureClusterLogOrigin(nc: NatsConnection, host: string, options: { replicas: number; bucket?: string }): Promise<string> {
+  const kv = await new Kvm(nc).create(options.bucket ?? CLUSTER_BUCKET, { history: 1, replicas: options.replicas });
+  return createOrGet(kv, 'log-origin', host);
+}

@@ -11,7 +11,7 @@ import { ensureError, StartError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { LmdbStores } from '../store/lmdb.js';
 import type { LmdbLedgerLog } from '../store/lmdb-ledger-log.js';
-import { ensureClusterLogKey, LogKeyDiffersError } from './cluster-log-key.js';
+import { ensureClusterLogKey, ensureClusterLogOrigin, LogKeyDiffersError } from './cluster-log-key.js';
 import { ensureClusterSettings, defaultReplicas } from './cluster-settings.js';
 import { openClusterStores, type ClusterStores } from './cluster-stores.js';
 import { openClusterWebhooks, type ClusterWebhooks } from './cluster-webhooks.js';
@@ -132,6 +132,15 @@ export class ClusterNode {
       return await ensureClusterLogKey(this.nc, own, { replicas: this.replicas });
     } catch (error) {
       throw new StartError(error instanceof LogKeyDiffersError ? 'cluster_mismatch' : 'cluster_unavailable', ensureError(error).message, { cause: error });
+    }
+  }
+
+  /** The host every node names the log by: the first node's base URL host (see ensureClusterLogOrigin). */
+  async logOrigin(host: string): Promise<string> {
+    try {
+      return await ensureClusterLogOrigin(this.nc, host, { replicas: this.replicas });
+    } catch (error) {
+      throw new StartError('cluster_unavailable', ensureError(error).message, { cause: error });
     }
   }
 

@@ -18,7 +18,7 @@ export class LmdbMerkleStore implements MerkleStore {
    * ends (they are read from memory until then) and after a second at most, so it never pins old
    * pages for long.
    */
-  private reading: { txn: Transaction; since: number } | null = null;
+  private reading: { txn: Transaction; timer: NodeJS.Timeout } | null = null;
 
   constructor(private readonly env: LmdbEnv) {
     env.attach((root) => (this.table = root.openDB<Buffer, StripeKey>({ name: 'merkle', encoding: 'binary', cache: false })));
@@ -31,9 +31,7 @@ export class LmdbMerkleStore implements MerkleStore {
   hash(org: string, level: number, index: number, slot: number): Buffer | undefined {
     // Read in place (lmdb-js's shared buffer, valid until the next read) and copy the 32 bytes out:
     // a proof reads ~20 nodes of different stripes, and a copy of each 8 KB stripe was most of its cost.
-    const now = performance.now();
-    if (this.reading !== null && now - this.reading.since > READ_TXN_MS) this.release();
-    this.reading ??= { txn: this.table.useReadTransaction(), since: now };
+    this.reading ??= { txn: this.table.useReadTransaction(), timer: setTimeout(() => this.release(), READ_TXN_MS).unref() };
     const bytes = readFast(this.table, [org, level, index], this.reading.txn);
     if (bytes === undefined || bytes.length < (slot + 1) * 32) return undefined;
     return Buffer.from(bytes.subarray(slot * 32, slot * 32 + 32));
@@ -55,8 +53,15 @@ export class LmdbMerkleStore implements MerkleStore {
     this.release();
   }
 
+  /** Ends the proofs' read transaction; before the environment closes. */
+  close(): void {
+    this.release();
+  }
+
   private release(): void {
-    this.reading?.txn.done();
+    if (this.reading === null) return;
+    clearTimeout(this.reading.timer);
+    this.reading.txn.done();
     this.reading = null;
   }
 }

@@ -76,10 +76,11 @@ describe.skipIf(!haveChromium())('the public page checks the transparency log in
   let page: Page;
   let problems: string[];
   let origin: string;
-  const storageKey = (): string => `vigil-log:${origin}`;
+  // Kept under the site and the org (never under the name the server gives its log).
+  const storageKey = (): string => `vigil-log:${server.url}/acme`;
   /** The page's localStorage entry for the log, as stored (a string; null if none). */
   const stored = (): Promise<string | null> => page.evaluate(`localStorage.getItem(${JSON.stringify(storageKey())})`);
-  const remembered = async (): Promise<{ size: number; root: string; seen_at: string } | null> => JSON.parse((await stored()) ?? 'null');
+  const remembered = async (): Promise<{ origin: string; key: string; size: number; root: string; seen_at: string } | null> => JSON.parse((await stored()) ?? 'null');
   /** As the page writes a date: in the reader's locale. */
   const local = (iso: string): Promise<string> =>
     page.evaluate((at) => new Date(at).toLocaleString(undefined, { dateStyle: 'medium', timeStyle: 'medium' }), iso);
@@ -185,13 +186,31 @@ describe.skipIf(!haveChromium())('the public page checks the transparency log in
 
   it('a log smaller than the one remembered: a fork warning, the remembered one kept', async () => {
     const latest = (await checkpoint())!;
-    const bigger = JSON.stringify({ size: latest.size + 1000, root: latest.root, seen_at: new Date().toISOString() });
+    const kept = (await remembered())!;
+    const bigger = JSON.stringify({ ...kept, size: latest.size + 1000, root: latest.root, seen_at: new Date().toISOString() });
     await page.evaluate(`localStorage.setItem(${JSON.stringify(storageKey())}, ${JSON.stringify(bigger)})`);
     const shown = await visit(page);
     expect(shown.verdict).toBe('shrunk');
     expect(shown.warning).toBe(true);
     expect(shown.text).toContain(`fewer than the ${latest.size + 1000} you saw`);
     expect(await stored()).toBe(bigger);
+    expect(problems).toEqual([]);
+  });
+
+  it('a log that renamed itself or changed its key since: a warning, the remembered one kept', async () => {
+    const kept = (await remembered())!;
+    expect(kept.origin).toBe(origin);
+    for (const changed of [{ origin: 'elsewhere.example/vigil/acme' }, { key: 'elsewhere.example/vigil+00000000+AQ==' }]) {
+      const entry = JSON.stringify({ ...kept, ...changed });
+      await page.evaluate(`localStorage.setItem(${JSON.stringify(storageKey())}, ${JSON.stringify(entry)})`);
+      const shown = await visit(page);
+      expect(shown.verdict).toBe('renamed');
+      expect(shown.warning).toBe(true);
+      expect(shown.role).toBe('alert');
+      expect(shown.text).toContain('cannot be compared with what you saw');
+      expect(await stored()).toBe(entry);
+    }
+    await page.evaluate(`localStorage.setItem(${JSON.stringify(storageKey())}, ${JSON.stringify(JSON.stringify(kept))})`);
     expect(problems).toEqual([]);
   });
 

@@ -5,7 +5,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
-import { ensureClusterLogKey, LogKeyDiffersError } from '../../src/nats/cluster-log-key.js';
+import { ensureClusterLogKey, ensureClusterLogOrigin, LogKeyDiffersError } from '../../src/nats/cluster-log-key.js';
 import { defaultReplicas, ensureClusterSettings, PartitionsDifferError } from '../../src/nats/cluster-settings.js';
 import { rawPublicKey } from '../../src/domain/signed-note.js';
 import { PartitionLeases, type OwnershipChange, type PartitionLeasesOptions } from '../../src/nats/partition-leases.js';
@@ -371,6 +371,10 @@ run('PartitionLeases on one nats-server', () => {
       expect(await ensureClusterLogKey(nc, given, { replicas: 1, bucket: own })).toBe(given);
       expect(await (await new Kvm(nc).open(own)).get('log-key')).toBeNull();
       await expect(ensureClusterLogKey(nc, null, { replicas: 1, bucket: own })).rejects.toThrow(/set VIGIL_LOG_KEY to the same key here/);
+      // The log's name: the first node's host, whatever the others are reached at.
+      const names = await Promise.all(['a.example', 'b.example'].map((host) => ensureClusterLogOrigin(nc, host, { replicas: 1, bucket })));
+      expect(names[0]).toBe(names[1]);
+      expect(await ensureClusterLogOrigin(nc, 'c.example', { replicas: 1, bucket })).toBe(names[0]);
     } finally {
       await nc.close();
     }

@@ -7,7 +7,7 @@ import { leafInput } from '../../src/domain/ledger.js';
 import { leafHash, MemoryTree, rootAt } from '../../src/domain/merkle.js';
 import { verifyConsistency, verifyInclusion } from '../../src/domain/merkle-verify.js';
 import { noteKey, openNote, parseCheckpoint, parseVerifierKey, rawPublicKey, type Checkpoint } from '../../src/domain/signed-note.js';
-import { LOG_KEY_FILE } from '../../src/services/log-key.js';
+import { LOG_KEY_FILE, LOG_ORIGIN_FILE } from '../../src/services/log-key.js';
 import { call, parseLines, removeDir, startServer, tempDir, type TestServer } from '../support/server.js';
 
 // DESIGN §10 over real HTTP, embedded mode: the org's signed checkpoint, inclusion and consistency
@@ -26,7 +26,9 @@ async function treeFromExport(url: string): Promise<MemoryTree> {
 
 /** The latest checkpoint once it covers `size` records (signed within a second or so), opened with the key. */
 async function checkpointOf(server: TestServer, size: number, keyFile = join(server.dataDir, LOG_KEY_FILE)): Promise<Checkpoint> {
-  const key = noteKey(`127.0.0.1:${new URL(server.url).port}/vigil/acme`, rawPublicKey(createPrivateKey(readFileSync(keyFile, 'utf8'))));
+  // The log's name: the host of its first start, kept in the data dir (log-origin).
+  const host = readFileSync(join(server.dataDir, LOG_ORIGIN_FILE), 'utf8').trim();
+  const key = noteKey(`${host}/vigil/acme`, rawPublicKey(createPrivateKey(readFileSync(keyFile, 'utf8'))));
   let note = '';
   await expect
     .poll(
@@ -159,18 +161,29 @@ describe('transparency log over HTTP (embedded)', () => {
     expect(Buffer.from(await earlier.arrayBuffer()).equals(expected(0, 256, 10))).toBe(true);
     // Level 1 holds the hashes of tree level 8: one node (of leaves 0..255), a partial tile of width 1.
     expect(Buffer.from(await (await get('1/000.p/1')).arrayBuffer()).equals(expected(8, 0, 1))).toBe(true);
-    for (const missing of ['0/001.p/46', '0/002', '1/000', 'entries/000', '0/1', '0/000.p/0', '0/000.p/256', '0/x000']) {
+    // Only the canonical spelling of a tile (it is cached for a year under one URL).
+    for (const missing of ['0/001.p/46', '0/002', '1/000', 'entries/000', '0/1', '0/000.p/0', '0/000.p/256', '0/x000', '00/000', '0/x000/000', '0/001.p/045']) {
       expect((await get(missing)).status, missing).toBe(404);
     }
     expect((await fetch(`${server.url}/public/tiles/nobody/tile/0/000`)).status).toBe(404);
+    // The checkpoint where tile clients look for it, <prefix>/checkpoint: the org's latest.
+    const latest = await fetch(`${server.url}/public/tiles/acme/checkpoint`);
+    expect(latest.status).toBe(200);
+    expect(await latest.text()).toBe((await call(server.url, 'GET', '/public/checkpoints/acme', { key: null })).text);
+    expect((await fetch(`${server.url}/public/tiles/nobody/checkpoint`)).status).toBe(404);
   });
 
-  it('keeps its key and its tree across a restart: the new checkpoint is consistent with the old', async () => {
+  it('keeps its key, its name and its tree across a restart on another port: the new checkpoint is consistent with the old', async () => {
     const before = await checkpointOf(server, 301);
+    const port = new URL(server.url).port;
     await server.close();
     server = await startServer({}, dir);
+    expect(new URL(server.url).port).not.toBe(port);
     await ingest(server.url, 40);
     const after = await checkpointOf(server, 341);
+    expect(after.origin).toBe(before.origin);
+    expect(after.origin).toBe(`127.0.0.1:${port}/vigil/acme`); // the first start's, not the new port's
+    expect((await call(server.url, 'GET', '/public/log-key', { key: null })).text.startsWith(`127.0.0.1:${port}/vigil+`)).toBe(true);
     const res = await call(server.url, 'GET', '/audit/proof/consistency?from=301&to=341');
     expect(verifyConsistency(301, 341, before.root, after.root, res.body.hashes.map(hex))).toBe(true);
     expect(after.root.equals(rootAt(await treeFromExport(server.url)))).toBe(true);

@@ -118,6 +118,7 @@ export const ROUTE_CASES: Readonly<Record<string, RouteCase>> = {
   'GET /public/agents/:org': { auth: 'none', withKey: 400, request: (ids) => ({ params: { org: ids.org }, query: { limit: '10', offset: '0' } }) },
   'GET /public/log-key': { auth: 'none', withKey: 400, request: none },
   'GET /public/checkpoints/:org': { auth: 'none', withKey: 400, request: (ids) => ({ params: { org: ids.org } }) },
+  'GET /public/tiles/:org/checkpoint': { auth: 'none', withKey: 400, request: (ids) => ({ params: { org: ids.org } }) },
   'GET /public/proof/:org/consistency': { auth: 'none', withKey: 400, request: (ids) => ({ params: { org: ids.org }, query: { from: '1', to: '1' } }) },
   'GET /public/tiles/:org/tile/*': { auth: 'none', withKey: 400, request: (ids) => ({ params: { org: ids.org, '*': '0/000.p/1' } }) },
   // A CORS preflight never carries credentials; it answers the same whatever is sent.

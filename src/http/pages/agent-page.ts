@@ -70,7 +70,8 @@ claims and are not checked.</p>
 function bii(value: number | null, thresholds: Policy['thresholds'] | null): string {
   if (value === null) return 'not scored yet';
   // Truncated, not rounded: the two decimals never show an agent on the other side of the pass line.
-  const shown = (Math.floor(Math.round(value * 1e4) / 100) / 100).toFixed(2);
+  // (The epsilon only absorbs binary error: 0.7 × 100 is 69.999…; 0.69996 still shows 0.69.)
+  const shown = (Math.floor(value * 100 + 1e-9) / 100).toFixed(2);
   const line = thresholds === null ? '' : ` — an agent passes at ${esc(thresholds.pass.toFixed(2))} or above`;
   // The bar's colours: green from the pass line, amber from the hold line, red below.
   const scale = thresholds === null ? '' : ` low="${esc(thresholds.hold)}" high="${esc(thresholds.pass)}" optimum="1"`;

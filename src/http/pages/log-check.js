@@ -189,21 +189,28 @@ function when(iso) {
 }
 
 const records = (n) => `${n} record${n === 1 ? '' : 's'}`;
-const storageKey = (origin) => `vigil-log:${origin}`;
+/**
+ * Where the browser keeps what it saw of an org's log: under this site and the org, never under a
+ * name the server gives (a server could otherwise make the page forget by renaming its log).
+ */
+const storageKey = (org) => `vigil-log:${location.origin}/${org}`;
 
-/** The checkpoint remembered for the log (`{size, root, seen_at}`), null if none, undefined if the browser keeps nothing. */
-function remembered(origin) {
+/**
+ * The checkpoint remembered for the org (`{origin, key, size, root, seen_at}`: the log's name and
+ * key as they were), null if none, undefined if the browser keeps nothing.
+ */
+function remembered(org) {
   let stored;
   try {
-    stored = localStorage.getItem(storageKey(origin));
+    stored = localStorage.getItem(storageKey(org));
   } catch {
     return undefined;
   }
   try {
     const value = JSON.parse(stored ?? 'null');
     const root = fromBase64(String(value?.root));
-    if (Number.isSafeInteger(value?.size) && value.size >= 0 && root !== null && root.length === 32 && typeof value.seen_at === 'string') {
-      return { size: value.size, root, seen_at: value.seen_at };
+    if (Number.isSafeInteger(value?.size) && value.size >= 0 && root !== null && root.length === 32 && typeof value.seen_at === 'string' && typeof value.origin === 'string' && typeof value.key === 'string') {
+      return { origin: value.origin, key: value.key, size: value.size, root, seen_at: value.seen_at };
     }
   } catch {
     // Not ours, or damaged: as if none.
@@ -211,10 +218,10 @@ function remembered(origin) {
   return null;
 }
 
-function remember(checkpoint) {
+function remember(org, checkpoint, keyText) {
   try {
-    const entry = { size: checkpoint.size, root: toBase64(checkpoint.root), seen_at: new Date().toISOString() };
-    localStorage.setItem(storageKey(checkpoint.origin), JSON.stringify(entry));
+    const entry = { origin: checkpoint.origin, key: keyText, size: checkpoint.size, root: toBase64(checkpoint.root), seen_at: new Date().toISOString() };
+    localStorage.setItem(storageKey(org), JSON.stringify(entry));
     return true;
   } catch {
     return false;
@@ -225,7 +232,7 @@ function remember(checkpoint) {
 function say(verdict, lines) {
   const box = document.getElementById('log-status');
   if (box === null) return;
-  const warning = ['signature', 'origin', 'shrunk', 'two-roots', 'proof-fails'].includes(verdict);
+  const warning = ['signature', 'origin', 'renamed', 'shrunk', 'two-roots', 'proof-fails'].includes(verdict);
   box.className = `log-status ${warning ? 'log-warning' : verdict === 'unchecked' ? 'log-unchecked' : 'log-ok'}`;
   box.dataset.verdict = verdict;
   if (warning) box.setAttribute('role', 'alert');
@@ -258,18 +265,24 @@ async function checkLog(org) {
   }
   const signed = `Signature checked: this log's checkpoint of ${records(checkpoint.size)} is signed by the published log key.`;
   const forgetful = 'This browser does not let the page remember what you saw, so it cannot compare the log with an earlier visit.';
-  const seen = remembered(checkpoint.origin);
+  const vkey = keyText.trim();
+  const seen = remembered(org);
   if (seen === undefined) return say('unchecked', [signed, forgetful]);
   if (seen === null) {
-    if (!remember(checkpoint)) return say('unchecked', [signed, forgetful]);
+    if (!remember(org, checkpoint, vkey)) return say('unchecked', [signed, forgetful]);
     return say('first', [signed, 'This is the first time this browser has seen this log: it has remembered this checkpoint and will compare the log with it next time, to check that nothing recorded before now was changed or removed.']);
+  }
+  // A log that changed its name or key since is not the log remembered: nothing can be compared.
+  if (seen.origin !== checkpoint.origin || seen.key !== vkey) {
+    const what = seen.origin !== checkpoint.origin ? `calls itself ${checkpoint.origin}, not ${seen.origin} as` : 'is signed by another key than';
+    return say('renamed', [signed, `Warning: this organization's log now ${what} when you saw it on ${when(seen.seen_at)}: it cannot be compared with what you saw. A service that rewrote its history could do this to hide it.`, KEEPS]);
   }
   const proofOf = (from, to) =>
     get(`/public/proof/${encodeURIComponent(org)}/consistency?from=${from}&to=${to}`, (r) => r.json()).then((answer) => proofHashes(answer, from, to));
   const verdict = await judge(seen, checkpoint, proofOf);
   const then = when(seen.seen_at);
   if (verdict === 'unchanged' || verdict === 'consistent') {
-    remember(checkpoint);
+    remember(org, checkpoint, vkey);
     return say(verdict, [signed, `This log is consistent with what you saw on ${then}: nothing recorded before then was changed or removed.`]);
   }
   const why = {

@@ -66,9 +66,12 @@ export function transparencyRoutes(deps: AppDeps, gate: PublicGate): Route[] {
     // Public, for orgs with a public agent (others 404 exactly as the public list does): the key,
     // the checkpoint, consistency proofs. No key, the public rate limit.
     publicRoute('/public/log-key', gate, (_ctx, headers) => ({ text: `${verifierKey(checkpoints.prefixKey)}\n`, contentType: 'text/plain; charset=utf-8', headers })),
-    publicRoute('/public/checkpoints/:org', gate, (ctx, headers) =>
-      withGateHeaders(headers, () =>
-        publicOrg(ctx) ? { text: latestOf(ctx.params.org!).note, contentType: 'text/plain; charset=utf-8', headers: { ...headers, 'cache-control': 'no-cache' } } : notFound(headers),
+    ...['/public/checkpoints/:org', '/public/tiles/:org/checkpoint'].map((path) =>
+      // The second is where C2SP tlog-tiles clients look for it: <tile prefix>/checkpoint.
+      publicRoute(path, gate, (ctx, headers) =>
+        withGateHeaders(headers, () =>
+          publicOrg(ctx) ? { text: latestOf(ctx.params.org!).note, contentType: 'text/plain; charset=utf-8', headers: { ...headers, 'cache-control': 'no-cache' } } : notFound(headers),
+        ),
       ),
     ),
     // C2SP tlog-tiles: tile/<L>/<N>[.p/<W>], the hashes of tree level 8·L; immutable once served
@@ -128,12 +131,24 @@ function invalid(path: string, message: string): VigilError {
   return new VigilError('validation_failed', `invalid query: ${path}`, [{ path, message }]);
 }
 
-/** A C2SP tile path (`<L>/<N>[.p/<W>]`, N in three-digit groups, all but the last with an `x`); null if it is not one. */
+/**
+ * A C2SP tile path (`<L>/<N>[.p/<W>]`, N in three-digit groups, all but the last with an `x`); null
+ * if it is not one in its one canonical spelling (a tile cached for a year has one URL).
+ */
 export function parseTilePath(path: string): { level: number; index: number; width: number | null } | null {
   const match = /^(\d{1,2})\/((?:x\d{3}\/)*\d{3})(?:\.p\/(\d{1,3}))?$/.exec(path);
   if (match === null) return null;
   const index = Number(match[2]!.replace(/x|\//g, ''));
   const width = match[3] === undefined ? null : Number(match[3]);
   if (!Number.isSafeInteger(index) || (width !== null && (width < 1 || width > 255))) return null;
-  return { level: Number(match[1]), index, width };
+  const tile = { level: Number(match[1]), index, width };
+  return tilePath(tile) === path ? tile : null;
+}
+
+/** The canonical path of a tile: no leading zeros in L and W, N's groups only as many as it needs. */
+export function tilePath(tile: { level: number; index: number; width: number | null }): string {
+  const digits = String(tile.index).padStart(3 * Math.ceil(Math.max(String(tile.index).length, 1) / 3), '0');
+  const groups = digits.match(/\d{3}/g)!;
+  const n = groups.map((g, i) => (i < groups.length - 1 ? `x${g}` : g)).join('/');
+  return `${tile.level}/${n}${tile.width === null ? '' : `.p/${tile.width}`}`;
 }
