@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { createHash, hash } from 'node:crypto';
 
 /**
  * RFC 9162 §2.1 Merkle trees over an org's ledger (DESIGN §10): leaf i is the record with seq
@@ -20,8 +20,14 @@ export function leafHash(input: Uint8Array): Buffer {
   return createHash('sha256').update(LEAF_PREFIX).update(input).digest();
 }
 
+/** 0x01 ‖ left ‖ right, reused: hashing is synchronous (one-shot `hash` of it is ~30% faster than three updates). */
+const NODE_INPUT = Buffer.alloc(65, 0x01);
+
 export function nodeHash(left: Uint8Array, right: Uint8Array): Buffer {
-  return createHash('sha256').update(NODE_PREFIX).update(left).update(right).digest();
+  if (left.length !== 32 || right.length !== 32) return createHash('sha256').update(NODE_PREFIX).update(left).update(right).digest();
+  NODE_INPUT.set(left, 1);
+  NODE_INPUT.set(right, 33);
+  return hash('sha256', NODE_INPUT, 'buffer');
 }
 
 /**
