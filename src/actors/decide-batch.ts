@@ -116,8 +116,9 @@ export function decideBatch(state: OrgState, batch: readonly Queued[], at: Batch
     const { planned, answer, key, receipt } = reply;
     // A copy: the row's hash is a view of its whole batch's hash buffer, which a kept key must not pin.
     if (key !== undefined) at.keys.add(key.key, { seq: row.seq, result: answer as KeyedEvent['result'], digest: key.digest, recordedAt: row.recordedAt, leafHash: Buffer.from(rowLeafHash(row)) });
-    const entry = receipt ? { entry: logEntry(row) } : {};
-    replies.push({ ok: true, value: planned.kind === 'export' ? exportResult(planned, row) : answer, ...entry } as OrgReply);
+    const value = planned.kind === 'export' ? exportResult(planned, row) : answer;
+    // The entry only when asked: the common reply stays one small literal (the hot path).
+    replies.push((receipt ? { ok: true, value, entry: logEntry(row) } : { ok: true, value }) as OrgReply);
   }
   return { replies, rows, failure };
 }

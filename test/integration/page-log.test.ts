@@ -70,6 +70,14 @@ async function visit(page: Page): Promise<Shown> {
   };
 }
 
+/** The page warned: the verdict, shown as an alert, saying `words`. */
+function expectWarning(shown: Shown, verdict: string, words: string): void {
+  expect(shown.verdict).toBe(verdict);
+  expect(shown.warning).toBe(true);
+  expect(shown.role).toBe('alert');
+  expect(shown.text).toContain(words);
+}
+
 describe.skipIf(!haveChromium())('the public page checks the transparency log in a real browser', () => {
   let browser: Browser;
   let reader: BrowserContext;
@@ -140,10 +148,7 @@ describe.skipIf(!haveChromium())('the public page checks the transparency log in
     });
     try {
       const shown = await visit(page);
-      expect(shown.verdict).toBe('signature');
-      expect(shown.warning).toBe(true);
-      expect(shown.role).toBe('alert');
-      expect(shown.text).toContain('not signed by the published log key');
+      expectWarning(shown, 'signature', 'not signed by the published log key');
       expect(await stored()).toBe(before);
     } finally {
       await page.unroute('**/public/checkpoints/**');
@@ -166,10 +171,7 @@ describe.skipIf(!haveChromium())('the public page checks the transparency log in
     try {
       const shown = await visit(page);
       expect(asked).toBe(1);
-      expect(shown.verdict).toBe('proof-fails');
-      expect(shown.warning).toBe(true);
-      expect(shown.role).toBe('alert');
-      expect(shown.text).toContain(`Warning: this log is not consistent with what you saw on ${await local(seen.seen_at)}`);
+      expectWarning(shown, 'proof-fails', `Warning: this log is not consistent with what you saw on ${await local(seen.seen_at)}`);
       expect(shown.text).toContain('This browser keeps the checkpoint you saw then.');
       expect(await stored()).toBe(before);
     } finally {
@@ -204,10 +206,7 @@ describe.skipIf(!haveChromium())('the public page checks the transparency log in
       const entry = JSON.stringify({ ...kept, ...changed });
       await page.evaluate(`localStorage.setItem(${JSON.stringify(storageKey())}, ${JSON.stringify(entry)})`);
       const shown = await visit(page);
-      expect(shown.verdict).toBe('renamed');
-      expect(shown.warning).toBe(true);
-      expect(shown.role).toBe('alert');
-      expect(shown.text).toContain('cannot be compared with what you saw');
+      expectWarning(shown, 'renamed', 'cannot be compared with what you saw');
       expect(await stored()).toBe(entry);
     }
     await page.evaluate(`localStorage.setItem(${JSON.stringify(storageKey())}, ${JSON.stringify(JSON.stringify(kept))})`);
