@@ -44,10 +44,18 @@ export async function ensureKeptStream(jsm: JetStreamManager, names: LedgerStrea
     deny_delete: true,
     deny_purge: true,
   } satisfies Partial<StreamConfig>;
-  try {
-    await jsm.streams.add(config);
-  } catch (error) {
-    if (!(error instanceof JetStreamApiError) || error.code !== STREAM_NAME_IN_USE) throw error;
+  // A create with no answer (a busy cluster electing the new stream's leader) is sent again: with
+  // the same configuration it is a no-op if the first one made the stream after all.
+  const refused = await whileSettling(async () => {
+    try {
+      await jsm.streams.add(config);
+      return null;
+    } catch (error) {
+      if (error instanceof JetStreamApiError && error.code === STREAM_NAME_IN_USE) return error;
+      throw error;
+    }
+  });
+  if (refused !== null) {
     const existing = (await whileSettling(() => jsm.streams.info(names.stream))).config; // made a moment ago by another node
     const kept =
       existing.subjects?.length === 1 &&
@@ -55,7 +63,7 @@ export async function ensureKeptStream(jsm: JetStreamManager, names: LedgerStrea
       existing.storage === StorageType.File &&
       existing.deny_delete &&
       existing.deny_purge;
-    if (!kept) throw new Error(`stream ${names.stream} exists with a configuration the ${what} cannot use (subjects, storage, deny_delete, deny_purge)`, { cause: error });
+    if (!kept) throw new Error(`stream ${names.stream} exists with a configuration the ${what} cannot use (subjects, storage, deny_delete, deny_purge)`, { cause: refused });
     if (existing.num_replicas !== replicas) {
       log.warn({ stream: names.stream, replicas: existing.num_replicas, configured: replicas }, `${what} stream kept with its own replica count`);
     }

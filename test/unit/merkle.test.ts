@@ -94,6 +94,64 @@ function independentConsistency(m: number, n: number, oldRoot: Buffer, newRoot: 
   return got !== null && got.used === proof.length && got.old.equals(oldRoot) && got.now.equals(newRoot);
 }
 
+// A second independent check, written here step by step from the text of RFC 9162 §2.1.3.2 and
+// §2.1.4.2 (the verification algorithms), with its own hashing and bigint shifts: it shares no code
+// with the project's verifier (src/domain/merkle-verify.ts), which it must agree with.
+const lsb = (x: bigint): boolean => (x & 1n) === 1n;
+
+function rfcInclusion(leafIndex: number, treeSize: number, hash: Buffer, inclusionPath: Buffer[], rootHash: Buffer): boolean {
+  // 1. leaf_index >= tree_size fails.
+  if (leafIndex >= treeSize || leafIndex < 0) return false;
+  // 2, 3.
+  let fn = BigInt(leafIndex);
+  let sn = BigInt(treeSize - 1);
+  let r = hash;
+  // 4.
+  for (const p of inclusionPath) {
+    if (sn === 0n) return false; // a.
+    if (lsb(fn) || fn === sn) {
+      r = node(p, r); // b.i.
+      if (!lsb(fn)) while (!lsb(fn) && fn !== 0n) [fn, sn] = [fn >> 1n, sn >> 1n]; // b.ii.
+    } else {
+      r = node(r, p);
+    }
+    [fn, sn] = [fn >> 1n, sn >> 1n]; // c.
+  }
+  // 5.
+  return sn === 0n && r.equals(rootHash);
+}
+
+function rfcConsistency(first: number, second: number, firstHash: Buffer, secondHash: Buffer, consistencyPath: Buffer[]): boolean {
+  if (first < 1 || first > second) return false;
+  // §2.1.4.1: the proof between equal sizes is empty; the roots must then be the same.
+  if (first === second) return consistencyPath.length === 0 && firstHash.equals(secondHash);
+  // 1.
+  if (consistencyPath.length === 0) return false;
+  // 2.
+  const path = (first & (first - 1)) === 0 ? [firstHash, ...consistencyPath] : consistencyPath;
+  // 3, 4.
+  let fn = BigInt(first - 1);
+  let sn = BigInt(second - 1);
+  while (lsb(fn)) [fn, sn] = [fn >> 1n, sn >> 1n];
+  // 5.
+  let fr = path[0]!;
+  let sr = path[0]!;
+  // 6.
+  for (const c of path.slice(1)) {
+    if (sn === 0n) return false; // a.
+    if (lsb(fn) || fn === sn) {
+      fr = node(c, fr); // b.i.
+      sr = node(c, sr); // b.ii.
+      if (!lsb(fn)) while (!lsb(fn) && fn !== 0n) [fn, sn] = [fn >> 1n, sn >> 1n]; // b.iii.
+    } else {
+      sr = node(sr, c);
+    }
+    [fn, sn] = [fn >> 1n, sn >> 1n]; // c.
+  }
+  // 7.
+  return fr.equals(firstHash) && sr.equals(secondHash) && sn === 0n;
+}
+
 describe('RFC 9162 Merkle trees: the vectors (merkle-v1.json)', () => {
   it('has the empty tree root', () => {
     expect(hex(EMPTY_ROOT)).toBe(vectors.empty_tree_root);
@@ -127,9 +185,11 @@ describe('RFC 9162 Merkle trees: the vectors (merkle-v1.json)', () => {
           const [leaf, root] = [bytes(vector.leaf_hashes[m]!), bytes(vector.roots[String(n)]!)];
           expect(verifyInclusion(m, n, leaf, proof, root)).toBe(true);
           expect(independentInclusion(m, n, leaf, proof, root)).toBe(true);
+          expect(rfcInclusion(m, n, leaf, proof, root)).toBe(true);
           for (const bad of tampered(proof)) {
             expect(verifyInclusion(m, n, leaf, bad, root)).toBe(false);
             expect(independentInclusion(m, n, leaf, bad, root)).toBe(false);
+            expect(rfcInclusion(m, n, leaf, bad, root)).toBe(false);
           }
           if (n > 1) expect(verifyInclusion((m + 1) % n, n, leaf, proof, root), `leaf ${m} of ${n} at the wrong index`).toBe(false);
         }
@@ -143,9 +203,11 @@ describe('RFC 9162 Merkle trees: the vectors (merkle-v1.json)', () => {
           const [a, b] = [bytes(vector.roots[String(from)]!), bytes(vector.roots[String(to)]!)];
           expect(verifyConsistency(from, to, a, b, proof)).toBe(true);
           expect(independentConsistency(from, to, a, b, proof)).toBe(true);
+          expect(rfcConsistency(from, to, a, b, proof)).toBe(true);
           for (const bad of tampered(proof)) {
             expect(verifyConsistency(from, to, a, b, bad)).toBe(false);
             expect(independentConsistency(from, to, a, b, bad)).toBe(false);
+            expect(rfcConsistency(from, to, a, b, bad)).toBe(false);
           }
           if (from < to) expect(verifyConsistency(from, to, b, a, proof), `${from} → ${to} with the roots swapped`).toBe(false);
         }
@@ -165,28 +227,38 @@ describe('the Merkle tree of a 1,000-record ledger', () => {
   const tree = treeOf(rows.map(leafInput));
   const root = rootAt(tree);
 
-  it('proves every record\'s inclusion to the independent verifier, and no changed proof', () => {
+  it('proves every record\'s inclusion to both independent verifiers (RFC 9162 §2.1.3.2 and §2.1.3.1), and no changed proof', () => {
     for (let m = 0; m < 1000; m++) {
       const leaf = leafHash(leafInput(rows[m]!));
       const proof = inclusionProof(tree, m);
       expect(proof.length).toBeLessThanOrEqual(10);
+      expect(rfcInclusion(m, 1000, leaf, proof, root), `seq ${m + 1}`).toBe(true);
       expect(independentInclusion(m, 1000, leaf, proof, root), `seq ${m + 1}`).toBe(true);
       expect(verifyInclusion(m, 1000, leaf, proof, root)).toBe(true);
-      const bad = tampered(proof).next().value!;
-      expect(independentInclusion(m, 1000, leaf, bad, root)).toBe(false);
-      expect(verifyInclusion(m, 1000, leaf, bad, root)).toBe(false);
+      for (const bad of tampered(proof)) {
+        expect(rfcInclusion(m, 1000, leaf, bad, root)).toBe(false);
+        expect(independentInclusion(m, 1000, leaf, bad, root)).toBe(false);
+        expect(verifyInclusion(m, 1000, leaf, bad, root)).toBe(false);
+      }
+      // The right proof for another record, or for this record at another index, is refused.
+      expect(rfcInclusion((m + 1) % 1000, 1000, leaf, proof, root)).toBe(false);
+      expect(rfcInclusion(m, 1000, leafHash(leafInput(rows[(m + 1) % 1000]!)), proof, root)).toBe(false);
     }
   });
 
-  it('proves consistency between sizes to the independent verifier', () => {
+  it('proves consistency between sizes to both independent verifiers (RFC 9162 §2.1.4.2 and §2.1.4.1)', () => {
     const sizes = [1, 2, 3, 7, 8, 9, 63, 64, 65, 255, 256, 500, 511, 512, 513, 999, 1000];
     for (const from of sizes) {
       for (const to of sizes.filter((s) => s >= from)) {
         const proof = consistencyProof(tree, from, to);
         const [a, b] = [rootAt(tree, from), rootAt(tree, to)];
+        expect(rfcConsistency(from, to, a, b, proof), `${from} → ${to}`).toBe(true);
         expect(independentConsistency(from, to, a, b, proof), `${from} → ${to}`).toBe(true);
         expect(verifyConsistency(from, to, a, b, proof)).toBe(true);
-        for (const bad of tampered(proof)) expect(verifyConsistency(from, to, a, b, bad)).toBe(false);
+        for (const bad of tampered(proof)) {
+          expect(rfcConsistency(from, to, a, b, bad)).toBe(false);
+          expect(verifyConsistency(from, to, a, b, bad)).toBe(false);
+        }
       }
     }
   });
