@@ -168,7 +168,7 @@ async function start(config: Config, log: Logger, options: RuntimeOptions, lock:
   opened.push(() => deliveries.close());
   const merkleStore = new LmdbMerkleStore(store.env);
   opened.push(() => merkleStore.close());
-  const trees = new MerkleTrees(merkleStore, store.ledger, log);
+  const trees = new MerkleTrees(merkleStore, store.ledger, log, config.treeCacheBytes);
   const feedTrees = options.transparencyLog !== false;
   if (!feedTrees) trees.switchOff();
   // Cluster mode: the one key the nodes share (VIGIL_LOG_KEY if set, else the one the cluster keeps).

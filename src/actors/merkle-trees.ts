@@ -1,5 +1,6 @@
 import { rowLeafHash, type LedgerRow } from '../domain/ledger.js';
-import { StripedTree, type Stripe, type StripeReader } from '../domain/striped-tree.js';
+import { StripeCache } from '../domain/stripe-cache.js';
+import { HELD_LEVEL, STRIPE_WIDTH, StripedTree, type Stripe, type StripeReader } from '../domain/striped-tree.js';
 import { ensureError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { LedgerReader } from '../store/ledger-reader.js';
@@ -34,11 +35,17 @@ export class MerkleTrees {
   /** Not fed at all (see switchOff): no tree can be trusted to be whole. */
   private off = false;
 
+  /** Stripes of levels 1 to HELD_LEVEL − 1, for proofs (see StripeCache). */
+  private readonly cache: StripeCache;
+
   constructor(
     private readonly store: MerkleStore,
     private readonly ledger: LedgerReader,
     private readonly log: Logger,
-  ) {}
+    cacheBytes = DEFAULT_CACHE_BYTES,
+  ) {
+    this.cache = new StripeCache(cacheBytes);
+  }
 
   /** The org's tree, resumed from storage the first time it is asked for. */
   tree(org: string): StripedTree {
@@ -47,8 +54,9 @@ export class MerkleTrees {
       const reader: StripeReader = {
         stripe: (level, index) => this.unstored.get(keyOf(org, level, index))?.stripe.bytes ?? this.store.stripe(org, level, index),
         hash: (level, index, slot) => {
-          const unstored = this.unstored.get(keyOf(org, level, index))?.stripe.bytes;
-          return unstored !== undefined ? unstored.subarray(slot * 32, slot * 32 + 32) : this.store.hash(org, level, index, slot);
+          const key = keyOf(org, level, index);
+          const whole = this.unstored.get(key)?.stripe.bytes ?? (level > 0 && level < HELD_LEVEL ? this.cached(org, level, index, key) : undefined);
+          return whole !== undefined ? whole.subarray(slot * 32, slot * 32 + 32) : this.store.hash(org, level, index, slot);
         },
       };
       tree = StripedTree.resume(reader, 256 * this.store.storedStripes(org));
@@ -153,7 +161,11 @@ export class MerkleTrees {
     const tree = this.tree(org);
     for (const row of rows) {
       if (row.seq !== tree.size + 1) throw new Error(`the Merkle tree of ${org} holds ${tree.size} leaves and was given seq ${row.seq}`);
-      for (const stripe of tree.append(rowLeafHash(row))) this.unstored.set(keyOf(org, stripe.level, stripe.index), { org, stripe });
+      for (const stripe of tree.append(rowLeafHash(row))) {
+        const key = keyOf(org, stripe.level, stripe.index);
+        this.unstored.set(key, { org, stripe });
+        if (stripe.level > 0 && stripe.level < HELD_LEVEL) this.cache.put(key, stripe.bytes);
+      }
     }
     if (this.unstored.size > 0 && !this.scheduled) {
       this.scheduled = true;
@@ -176,6 +188,19 @@ export class MerkleTrees {
       this.log.error({ stripes: batch.length, error: ensureError(error).message }, 'storing Merkle tree stripes failed; they stay in memory and are tried again with the next');
     }
   }
+
+  /** A stored stripe of levels 1 to HELD_LEVEL − 1, from the cache or read into it. */
+  private cached(org: string, level: number, index: number, key: string): Buffer | undefined {
+    let stripe = this.cache.get(key);
+    if (stripe === undefined) {
+      stripe = this.store.stripe(org, level, index);
+      if (stripe?.length === STRIPE_WIDTH * 32) this.cache.put(key, stripe);
+    }
+    return stripe;
+  }
 }
+
+/** What the stripe cache holds at most by default (VIGIL_TREE_CACHE_MB): the proof levels of 2.3M records. */
+export const DEFAULT_CACHE_BYTES = 64 * 1024 * 1024;
 
 const keyOf = (org: string, level: number, index: number): string => `${org}\u0000${level}/${index}`;

@@ -19,6 +19,8 @@ export class LmdbMerkleStore implements MerkleStore {
    * pages for long.
    */
   private reading: { txn: Transaction; timer: NodeJS.Timeout } | null = null;
+  /** The two hashes (slots `pair`, `pair` + 1) of the stored stripe read last: stored stripes never change. */
+  private lastPair: { org: string; level: number; index: number; pair: number; bytes: Buffer } | null = null;
 
   constructor(private readonly env: LmdbEnv) {
     env.attach((root) => (this.table = root.openDB<Buffer, StripeKey>({ name: 'merkle', encoding: 'binary', cache: false })));
@@ -29,12 +31,17 @@ export class LmdbMerkleStore implements MerkleStore {
   }
 
   hash(org: string, level: number, index: number, slot: number): Buffer | undefined {
-    // Read in place (lmdb-js's shared buffer, valid until the next read) and copy the 32 bytes out:
-    // a proof reads ~20 nodes of different stripes, and a copy of each 8 KB stripe was most of its cost.
+    // A proof asks for its leaf and the leaf's sibling, one pair of one stripe: the pair read last is kept.
+    const pair = slot - (slot % 2);
+    const last = this.lastPair;
+    if (last !== null && last.index === index && last.pair === pair && last.level === level && last.org === org) return last.bytes.subarray((slot - pair) * 32, (slot - pair) * 32 + 32);
+    // Read in place (lmdb-js's shared buffer, valid until the next read) and copy the pair out:
+    // a copy of each 8 KB stripe was most of a proof's cost.
     this.reading ??= { txn: this.table.useReadTransaction(), timer: setTimeout(() => this.release(), READ_TXN_MS).unref() };
     const bytes = readFast(this.table, [org, level, index], this.reading.txn);
-    if (bytes === undefined || bytes.length < (slot + 1) * 32) return undefined;
-    return Buffer.from(bytes.subarray(slot * 32, slot * 32 + 32));
+    if (bytes === undefined || bytes.length < (pair + 2) * 32) return undefined;
+    this.lastPair = { org, level, index, pair, bytes: Buffer.from(bytes.subarray(pair * 32, pair * 32 + 64)) };
+    return this.lastPair.bytes.subarray((slot - pair) * 32, (slot - pair) * 32 + 32);
   }
 
   storedStripes(org: string): number {
@@ -59,6 +66,7 @@ export class LmdbMerkleStore implements MerkleStore {
   }
 
   private release(): void {
+    this.lastPair = null;
     if (this.reading === null) return;
     clearTimeout(this.reading.timer);
     this.reading.txn.done();

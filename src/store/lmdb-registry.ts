@@ -11,7 +11,8 @@ export class LmdbRegistryStore implements RegistryStore {
   constructor(private readonly env: LmdbEnv) {
     env.attach((root) => {
       this.orgs = root.openDB<OrgRecord, string>({ name: 'orgs' });
-      this.keys = root.openDB<KeyRecord, string>({ name: 'keys' });
+      // Cached (decoded records kept, dropped on each write through this handle): every keyed request reads its key.
+      this.keys = root.openDB<KeyRecord, string>({ name: 'keys', cache: true });
     });
   }
 

@@ -19,6 +19,7 @@ describe('loadConfig', () => {
       maxPendingPerOrg: 10_000,
       streamMaxFrames: 64,
       streamIdleSeconds: 120,
+      treeCacheBytes: 64 * 1024 * 1024,
       cluster: undefined,
       bootstrap: undefined,
     });
@@ -45,6 +46,7 @@ describe('loadConfig', () => {
       VIGIL_WEBHOOK_RETRY_SCHEDULE: '1, 2,3',
       VIGIL_DEMO: 'true',
       VIGIL_WEBHOOK_ALLOW_PRIVATE: '1',
+      VIGIL_TREE_CACHE_MB: '0',
     });
     expect(config).toMatchObject({
       port: 9090,
@@ -55,6 +57,7 @@ describe('loadConfig', () => {
       webhookRetrySchedule: [1, 2, 3],
       demo: true,
       webhookAllowPrivate: true,
+      treeCacheBytes: 0,
       baseUrl: 'http://0.0.0.0:9090',
     });
   });
@@ -115,6 +118,8 @@ describe('loadConfig', () => {
       { VIGIL_STREAM_IDLE_SECONDS: '4' },
       { VIGIL_STREAM_IDLE_SECONDS: '10' },
       { VIGIL_STREAM_IDLE_SECONDS: '1000' },
+      { VIGIL_TREE_CACHE_MB: '-1' },
+      { VIGIL_TREE_CACHE_MB: '1.5' },
     ]) {
       expect(() => loadConfig(env), JSON.stringify(env)).toThrow(ConfigError);
     }

@@ -11,6 +11,20 @@ import { queryInt } from '../validate.js';
 const MAX_SIZE = 1e15;
 const hex = (b: Buffer): string => b.toString('hex');
 
+/** Each hash in hex, from one encoding of them all. */
+function hexList(hashes: readonly Buffer[]): string[] {
+  const all = Buffer.concat(hashes).toString('hex');
+  return hashes.map((_, i) => all.slice(i * 64, i * 64 + 64));
+}
+
+/** A checkpoint's note as a JSON string, made once per checkpoint. */
+const noteJsons = new WeakMap<SignedCheckpoint, string>();
+function noteJson(checkpoint: SignedCheckpoint): string {
+  let json = noteJsons.get(checkpoint);
+  if (json === undefined) noteJsons.set(checkpoint, (json = JSON.stringify(checkpoint.note)));
+  return json;
+}
+
 /**
  * The org's transparency log (DESIGN §10), for any key of the org: its latest signed checkpoint,
  * and O(log n) inclusion and consistency proofs read from the stored tree (nothing recomputed
@@ -44,16 +58,15 @@ export function transparencyRoutes(deps: AppDeps, gate: PublicGate): Route[] {
         const tree = trees.tree(key.org);
         if (size > tree.size) throw invalid('tree_size', `the tree holds ${tree.size} records`);
         if (seq > size) throw invalid('seq', `a record of the tree of ${size} (1..${size})`);
+        // The body written out here rather than by JSON.stringify (the route serves a proof a
+        // request): numbers, hex and the checkpoint's JSON string, kept with it. It is the JSON of
+        // {seq, leaf_index, tree_size, leaf_hash, hashes, checkpoint}, the last null unless the proof
+        // leads to the latest signed checkpoint.
+        const hashes = hexList([tree.node(0, seq - 1), ...inclusionProof(tree, seq - 1, size)]);
+        const checkpoint = size === latest.size ? noteJson(latest) : 'null';
         return {
-          body: {
-            seq,
-            leaf_index: seq - 1,
-            tree_size: size,
-            leaf_hash: hex(tree.node(0, seq - 1)),
-            hashes: inclusionProof(tree, seq - 1, size).map(hex),
-            // The signed checkpoint the proof leads to, when it is of that size.
-            checkpoint: size === latest.size ? latest.note : null,
-          },
+          text: `{"seq":${seq},"leaf_index":${seq - 1},"tree_size":${size},"leaf_hash":"${hashes[0]!}","hashes":[${hashes.slice(1).map((h) => `"${h}"`).join(',')}],"checkpoint":${checkpoint}}`,
+          contentType: 'application/json',
         };
       },
     },
