@@ -11,8 +11,8 @@ export class LmdbRegistryStore implements RegistryStore {
   constructor(private readonly env: LmdbEnv) {
     env.attach((root) => {
       this.orgs = root.openDB<OrgRecord, string>({ name: 'orgs' });
-      // Cached (decoded records kept, dropped on each write through this handle): every keyed request reads its key.
-      this.keys = root.openDB<KeyRecord, string>({ name: 'keys', cache: true });
+      // Not cached: the CLI revokes keys from another process, and a revocation must take effect at once.
+      this.keys = root.openDB<KeyRecord, string>({ name: 'keys' });
     });
   }
 
