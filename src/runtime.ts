@@ -31,7 +31,7 @@ import { startHttpServer } from './http/server.js';
 import { checkReceiverUrl, type Lookup } from './net/receiver-address.js';
 import { createLogger, type Logger } from './log.js';
 import { Registry } from './services/registry.js';
-import { nativeSha256Rows } from './store/batch-hash.js';
+import { nativeSha256Nodes, nativeSha256Rows } from './store/batch-hash.js';
 import { openLmdb } from './store/lmdb.js';
 import type { RegistryStore } from './store/registry-store.js';
 import { LmdbLedgerLog } from './store/lmdb-ledger-log.js';
@@ -168,7 +168,7 @@ async function start(config: Config, log: Logger, options: RuntimeOptions, lock:
   opened.push(() => deliveries.close());
   const merkleStore = new LmdbMerkleStore(store.env);
   opened.push(() => merkleStore.close());
-  const trees = new MerkleTrees(merkleStore, store.ledger, log, config.treeCacheBytes);
+  const trees = new MerkleTrees(merkleStore, store.ledger, log, { cacheBytes: config.treeCacheBytes, sha256Nodes: nativeSha256Nodes });
   const feedTrees = options.transparencyLog !== false;
   if (!feedTrees) trees.switchOff();
   // Cluster mode: the one key the nodes share (VIGIL_LOG_KEY if set, else the one the cluster keeps).

@@ -1,6 +1,6 @@
 import { rowLeafHash, type LedgerRow } from '../domain/ledger.js';
 import { StripeCache } from '../domain/stripe-cache.js';
-import { HELD_LEVEL, STRIPE_WIDTH, StripedTree, type Stripe, type StripeReader } from '../domain/striped-tree.js';
+import { HELD_LEVEL, jsNodes, STRIPE_WIDTH, StripedTree, type Sha256Nodes, type Stripe, type StripeReader } from '../domain/striped-tree.js';
 import { ensureError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { LedgerReader } from '../store/ledger-reader.js';
@@ -32,36 +32,74 @@ export class MerkleTrees {
   private readonly catching = new Map<string, Promise<void>>();
   /** Orgs whose last catch-up failed (tried again with their next commit). */
   private readonly broken = new Set<string>();
+  /** Orgs whose stored stripes are to be dropped with the next write (see rebuild). */
+  private readonly dropping = new Set<string>();
   /** Not fed at all (see switchOff): no tree can be trusted to be whole. */
   private off = false;
 
   /** Stripes of levels 1 to HELD_LEVEL − 1, for proofs (see StripeCache). */
   private readonly cache: StripeCache;
+  /** The native batch hasher's, else node:crypto's. */
+  private readonly hashNodes: Sha256Nodes;
 
   constructor(
     private readonly store: MerkleStore,
     private readonly ledger: LedgerReader,
     private readonly log: Logger,
-    cacheBytes = DEFAULT_CACHE_BYTES,
+    options: { cacheBytes?: number; sha256Nodes?: Sha256Nodes | null } = {},
   ) {
-    this.cache = new StripeCache(cacheBytes);
+    this.cache = new StripeCache(options.cacheBytes ?? DEFAULT_CACHE_BYTES);
+    this.hashNodes = options.sha256Nodes ?? jsNodes;
   }
 
-  /** The org's tree, resumed from storage the first time it is asked for. */
+  /**
+   * The org's tree, resumed from storage the first time it is asked for. Stored stripes it cannot
+   * resume from (missing or short) are dropped and the tree rebuilt from the ledger.
+   */
   tree(org: string): StripedTree {
     let tree = this.trees.get(org);
     if (tree === undefined) {
-      const reader: StripeReader = {
-        stripe: (level, index) => this.unstored.get(keyOf(org, level, index))?.stripe.bytes ?? this.store.stripe(org, level, index),
-        hash: (level, index, slot) => {
-          const key = keyOf(org, level, index);
-          const whole = this.unstored.get(key)?.stripe.bytes ?? (level > 0 && level < HELD_LEVEL ? this.cached(org, level, index, key) : undefined);
-          return whole !== undefined ? whole.subarray(slot * 32, slot * 32 + 32) : this.store.hash(org, level, index, slot);
-        },
-      };
-      tree = StripedTree.resume(reader, 256 * this.store.storedStripes(org));
+      try {
+        tree = StripedTree.resume(this.readerOf(org), 256 * this.store.storedStripes(org));
+      } catch (error) {
+        return this.rebuild(org, ensureError(error).message);
+      }
       this.trees.set(org, tree);
     }
+    return tree;
+  }
+
+  /** Reads the org's stripes: filled and not yet stored, cached, or stored. A stored stripe found missing or short starts a rebuild. */
+  private readerOf(org: string): StripeReader {
+    const stored = <T>(found: T | undefined, level: number, index: number): T | undefined => {
+      if (found === undefined && this.trees.has(org)) this.rebuild(org, `stripe ${level}/${index} is missing from storage or short`);
+      return found;
+    };
+    return {
+      stripe: (level, index) => this.unstored.get(keyOf(org, level, index))?.stripe.bytes ?? stored(this.store.stripe(org, level, index), level, index),
+      hash: (level, index, slot) => {
+        const key = keyOf(org, level, index);
+        const whole = this.unstored.get(key)?.stripe.bytes ?? (level > 0 && level < HELD_LEVEL ? this.cached(org, level, index, key) : undefined);
+        return whole !== undefined ? whole.subarray(slot * 32, slot * 32 + 32) : stored(this.store.hash(org, level, index, slot), level, index);
+      },
+    };
+  }
+
+  /**
+   * Drops the org's stored stripes (with the next write, before any new ones) and rebuilds its
+   * tree from the ledger in the background; its routes answer 503 meanwhile. The tree is derived
+   * from the ledger, so nothing is lost.
+   */
+  private rebuild(org: string, why: string): StripedTree {
+    this.log.error({ org, error: why }, 'the Merkle tree\'s stored stripes are damaged: they are dropped and the tree rebuilt from the ledger');
+    const prefix = keyOf(org, 0, 0).slice(0, org.length + 1);
+    for (const key of [...this.unstored.keys()]) if (key.startsWith(prefix)) this.unstored.delete(key);
+    this.cache.drop(prefix);
+    const tree = StripedTree.empty(this.readerOf(org));
+    this.trees.set(org, tree);
+    this.dropping.add(org);
+    this.scheduleStore();
+    this.catchUp(org);
     return tree;
   }
 
@@ -117,13 +155,7 @@ export class MerkleTrees {
   /** Starts a catch-up of every org whose tree is behind its ledger; resolves when all have caught up. */
   catchUpAll(): Promise<void> {
     for (const org of this.ledger.orgs()) {
-      try {
-        if (this.size(org) < (this.ledger.last(org)?.seq ?? 0)) this.catchUp(org);
-      } catch (error) {
-        // Stored stripes it cannot resume from: logged, and the org's routes answer 503 until mended.
-        this.log.error({ org, error: ensureError(error).message }, 'the Merkle tree could not be resumed from storage');
-        this.catchUp(org);
-      }
+      if (this.size(org) < (this.ledger.last(org)?.seq ?? 0)) this.catchUp(org);
     }
     return Promise.all(this.catching.values()).then(() => undefined);
   }
@@ -159,18 +191,21 @@ export class MerkleTrees {
 
   private append(org: string, rows: readonly LedgerRow[]): void {
     const tree = this.tree(org);
-    for (const row of rows) {
-      if (row.seq !== tree.size + 1) throw new Error(`the Merkle tree of ${org} holds ${tree.size} leaves and was given seq ${row.seq}`);
-      for (const stripe of tree.append(rowLeafHash(row))) {
-        const key = keyOf(org, stripe.level, stripe.index);
-        this.unstored.set(key, { org, stripe });
-        if (stripe.level > 0 && stripe.level < HELD_LEVEL) this.cache.put(key, stripe.bytes);
-      }
+    rows.forEach((row, i) => {
+      if (row.seq !== tree.size + 1 + i) throw new Error(`the Merkle tree of ${org} holds ${tree.size} leaves and was given seq ${row.seq} as its leaf ${tree.size + 1 + i}`);
+    });
+    for (const stripe of tree.appendAll(rows.map(rowLeafHash), this.hashNodes)) {
+      const key = keyOf(org, stripe.level, stripe.index);
+      this.unstored.set(key, { org, stripe });
+      if (stripe.level > 0 && stripe.level < HELD_LEVEL) this.cache.put(key, stripe.bytes);
     }
-    if (this.unstored.size > 0 && !this.scheduled) {
-      this.scheduled = true;
-      this.writing = this.writing.then(() => this.storeUnstored());
-    }
+    if (this.unstored.size > 0) this.scheduleStore();
+  }
+
+  private scheduleStore(): void {
+    if (this.scheduled) return;
+    this.scheduled = true;
+    this.writing = this.writing.then(() => this.storeUnstored());
   }
 
   /** Resolves once every stripe filled so far is stored (or its write has failed and will be tried again). */
@@ -181,9 +216,14 @@ export class MerkleTrees {
   private async storeUnstored(): Promise<void> {
     this.scheduled = false;
     const batch = [...this.unstored.entries()];
+    const drop = [...this.dropping];
     try {
-      await this.store.put(batch.map(([, s]) => s));
+      await this.store.put(
+        batch.map(([, s]) => s),
+        drop,
+      );
       for (const [key] of batch) this.unstored.delete(key);
+      for (const org of drop) this.dropping.delete(org);
     } catch (error) {
       this.log.error({ stripes: batch.length, error: ensureError(error).message }, 'storing Merkle tree stripes failed; they stay in memory and are tried again with the next');
     }

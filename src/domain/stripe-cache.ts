@@ -27,6 +27,15 @@ export class StripeCache {
     }
   }
 
+  /** Forgets every stripe whose key starts with `prefix` (an org's, when its tree is rebuilt). */
+  drop(prefix: string): void {
+    for (const [key, stripe] of this.stripes) {
+      if (!key.startsWith(prefix)) continue;
+      this.stripes.delete(key);
+      this.bytes -= stripe.length;
+    }
+  }
+
   /** Bytes held. */
   get size(): number {
     return this.bytes;

@@ -1,5 +1,13 @@
 import { nodeHash, type NodeSource } from './merkle.js';
 
+/** sha256Nodes(pairs, out): out[32 i, +32) = SHA-256(0x01 ‖ pairs[64 i, +64)), the parent of pair i (RFC 9162 §2.1.1). */
+export type Sha256Nodes = (pairs: Buffer, out: Buffer) => void;
+
+/** Sha256Nodes with node:crypto, where the native batch hasher is not built. */
+export function jsNodes(pairs: Buffer, out: Buffer): void {
+  for (let i = 0; i * 64 < pairs.length; i++) out.set(nodeHash(pairs.subarray(i * 64, i * 64 + 32), pairs.subarray(i * 64 + 32, i * 64 + 64)), i * 32);
+}
+
 /** Hashes per stripe: one C2SP tile's width (c2sp.org/tlog-tiles). */
 export const STRIPE_WIDTH = 256;
 const HASH = 32;
@@ -79,25 +87,47 @@ export class StripedTree implements NodeSource {
 
   /** Appends a leaf hash; returns the stripes it filled (to store, lowest level first). */
   append(leaf: Buffer): Stripe[] {
+    return this.appendAll([leaf]);
+  }
+
+  /**
+   * Appends leaf hashes in order; returns the stripes they filled, as append does. The nodes they
+   * complete are hashed level by level, each level's in one call of `hashNodes` (the native
+   * batch hasher on the write path): the same tree as appending them one at a time.
+   */
+  appendAll(leaves: readonly Buffer[], hashNodes: Sha256Nodes = jsNodes): Stripe[] {
     const filled: Stripe[] = [];
-    let node = leaf;
-    for (let level = 0; ; level++) {
+    let nodes = leaves;
+    for (let level = 0; nodes.length > 0; level++) {
       const row = (this.open[level] ??= []);
       this.full[level] ??= 0;
-      row.push(node);
-      const index = this.full[level]! * STRIPE_WIDTH + row.length - 1;
-      const parent = index % 2 === 1 ? nodeHash(row[row.length - 2]!, node) : null;
-      if (row.length === STRIPE_WIDTH) {
-        const bytes = Buffer.concat(row, STRIPE_WIDTH * HASH);
-        if (level >= HELD_LEVEL) this.held.set(`${level}/${this.full[level]!}`, bytes);
-        filled.push({ level, index: this.full[level]!, bytes });
-        this.full[level]!++;
-        this.open[level] = [];
+      // Each node at an odd index completes a pair with the one before it, in the same stripe
+      // (stripes are an even width): pairs never span a stripe, so the left one is in the row.
+      let index = this.full[level]! * STRIPE_WIDTH + row.length;
+      const pairs = Buffer.allocUnsafe(Math.ceil(nodes.length / 2 + 1) * 2 * HASH);
+      let count = 0;
+      for (const node of nodes) {
+        row.push(node);
+        if (index % 2 === 1) {
+          pairs.set(row[row.length - 2]!, count * 2 * HASH);
+          pairs.set(node, count * 2 * HASH + HASH);
+          count++;
+        }
+        if (row.length === STRIPE_WIDTH) {
+          const bytes = Buffer.concat(row, STRIPE_WIDTH * HASH);
+          if (level >= HELD_LEVEL) this.held.set(`${level}/${this.full[level]!}`, bytes);
+          filled.push({ level, index: this.full[level]!, bytes });
+          this.full[level]!++;
+          row.length = 0;
+        }
+        index++;
       }
-      if (parent === null) break;
-      node = parent;
+      // Not from Node's shared pool: the open rows keep views of it.
+      const parents = Buffer.allocUnsafeSlow(count * HASH);
+      if (count > 0) hashNodes(pairs.subarray(0, count * 2 * HASH), parents);
+      nodes = Array.from({ length: count }, (_, i) => parents.subarray(i * HASH, i * HASH + HASH));
     }
-    this.leaves++;
+    this.leaves += leaves.length;
     return filled;
   }
 

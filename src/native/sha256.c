@@ -133,12 +133,43 @@ static napi_value Sha256Rows(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
+// sha256Nodes(pairs: Buffer, out: Buffer): Merkle interior nodes (RFC 9162 §2.1.1). pairs holds
+// n left ‖ right pairs of 32-byte hashes (64 n bytes); out[32 i, +32) = SHA-256(0x01 ‖ pair i).
+static napi_value Sha256Nodes(napi_env env, napi_callback_info info) {
+  static const char usage[] = "sha256Nodes(pairs: Buffer, out: Buffer)";
+  napi_value argv[2];
+  if (!get_args(env, info, 2, argv, usage)) return NULL;
+  uint8_t *pairs, *out;
+  size_t pairs_len, out_len;
+  if (!get_buffer(env, argv[0], &pairs, &pairs_len) || !get_buffer(env, argv[1], &out, &out_len)) {
+    napi_throw_type_error(env, NULL, usage);
+    return NULL;
+  }
+  if (pairs_len % 64 != 0) {
+    napi_throw_range_error(env, NULL, "pairs must be a whole number of 64-byte pairs");
+    return NULL;
+  }
+  size_t count = pairs_len / 64;
+  if (!check_out(env, out_len, count * 32)) return NULL;
+  static const uint8_t node_prefix = 0x01;
+  for (size_t i = 0; i < count; i++) {
+    SHA256_CTX ctx;
+    SHA256_Init(&ctx);
+    SHA256_Update(&ctx, &node_prefix, 1);
+    SHA256_Update(&ctx, pairs + 64 * i, 64);
+    SHA256_Final(out + 32 * i, &ctx);
+  }
+  return NULL;
+}
+
 static napi_value Init(napi_env env, napi_value exports) {
   napi_value fn;
   napi_create_function(env, "sha256Many", NAPI_AUTO_LENGTH, Sha256Many, NULL, &fn);
   napi_set_named_property(env, exports, "sha256Many", fn);
   napi_create_function(env, "sha256Rows", NAPI_AUTO_LENGTH, Sha256Rows, NULL, &fn);
   napi_set_named_property(env, exports, "sha256Rows", fn);
+  napi_create_function(env, "sha256Nodes", NAPI_AUTO_LENGTH, Sha256Nodes, NULL, &fn);
+  napi_set_named_property(env, exports, "sha256Nodes", fn);
   return exports;
 }
 

@@ -49,10 +49,11 @@ export class LmdbMerkleStore implements MerkleStore {
     return 0;
   }
 
-  async put(stripes: readonly { org: string; stripe: Stripe }[]): Promise<void> {
-    if (stripes.length === 0) return;
+  async put(stripes: readonly { org: string; stripe: Stripe }[], drop: readonly string[] = []): Promise<void> {
+    if (stripes.length === 0 && drop.length === 0) return;
     await storeWrite(
       this.table.transaction(() => {
+        for (const org of drop) for (const key of this.table.getKeys({ start: [org, -1, -1], end: [org, Infinity, Infinity] })) void this.table.remove(key);
         for (const { org, stripe } of stripes) void this.table.put([org, stripe.level, stripe.index], stripe.bytes);
       }),
     );

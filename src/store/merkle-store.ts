@@ -13,6 +13,9 @@ export interface MerkleStore {
   hash(org: string, level: number, index: number, slot: number): Buffer | undefined;
   /** Full stripes of the org's level 0 stored: its stored tree has 256 × this many leaves. */
   storedStripes(org: string): number;
-  /** Stores stripes (of any orgs) in one write; resolves once it is durable as the data dir's durability says. */
-  put(stripes: readonly { org: string; stripe: Stripe }[]): Promise<void>;
+  /**
+   * Stores stripes (of any orgs) in one write, after deleting every stored stripe of the orgs in
+   * `drop` (a damaged tree being rebuilt); resolves once it is durable as the data dir's durability says.
+   */
+  put(stripes: readonly { org: string; stripe: Stripe }[], drop?: readonly string[]): Promise<void>;
 }

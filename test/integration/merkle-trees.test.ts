@@ -1,4 +1,5 @@
 import { rmSync } from 'node:fs';
+import type { Database } from 'lmdb';
 import { afterEach, describe, expect, it } from 'vitest';
 import { MerkleTrees } from '../../src/actors/merkle-trees.js';
 import { GENESIS_HASH, leafInput, makeRow, type LedgerRow } from '../../src/domain/ledger.js';
@@ -89,7 +90,7 @@ describe('Merkle trees of orgs, stored in LMDB', () => {
     const expected = { acme: reference(acme), beta: reference(beta) };
     for (const cacheBytes of [2 * 8192, 0, 64 * 1024 * 1024]) {
       const stores = openLmdb(dir);
-      const resumed = new MerkleTrees(new LmdbMerkleStore(stores.env), stores.ledger, silentLogger(), cacheBytes);
+      const resumed = new MerkleTrees(new LmdbMerkleStore(stores.env), stores.ledger, silentLogger(), { cacheBytes });
       // Both orgs in turn, so a stripe (or pair) read last for one org is never taken for the other's.
       for (let m = 0; m < 4_096; m += 3) {
         for (const org of ['acme', 'beta'] as const) {
@@ -99,6 +100,44 @@ describe('Merkle trees of orgs, stored in LMDB', () => {
           expect(inclusionProof(tree, m), `${org} leaf ${m}, cache ${cacheBytes}`).toEqual(inclusionProof(expected[org], m));
         }
       }
+      await stores.close();
+    }
+  });
+
+  it('drops damaged stored stripes and rebuilds the tree from the ledger: found on resume, or by a proof (503 meanwhile)', async () => {
+    const { dir, stores: first } = open();
+    const rows = ledger(4_096);
+    await commit(first, 'acme', rows);
+    const trees = new MerkleTrees(new LmdbMerkleStore(first.env), first.ledger, silentLogger());
+    trees.onCommitted('acme', rows);
+    await trees.settled();
+    await first.close();
+    const full = reference(rows);
+    // Stripe 4/0 is read to resume (level 5's open stripe is made from it); stripe 0/3 only by proofs of leaves 768–1023.
+    for (const [level, index] of [
+      [4, 0],
+      [0, 3],
+    ] as const) {
+      const stores = openLmdb(dir);
+      let table!: Database<Buffer, [string, number, number]>;
+      stores.env.attach((root) => (table = root.openDB<Buffer, [string, number, number]>({ name: 'merkle', encoding: 'binary' })));
+      expect(await table.remove(['acme', level, index])).toBe(true);
+      const lines: LogLine[] = [];
+      const resumed = new MerkleTrees(new LmdbMerkleStore(stores.env), stores.ledger, captureLogger(lines));
+      const tree = resumed.tree('acme');
+      if (level === 0) {
+        expect(() => inclusionProof(tree, 800)).toThrow(/stripe 0\/3 .* missing/);
+      }
+      expect(resumed.catchingUp('acme'), `stripe ${level}/${index}`).toBe(true);
+      expect(lines.some((l) => l.msg.includes('stored stripes are damaged'))).toBe(true);
+      await resumed.catchUpAll();
+      await resumed.settled();
+      expect(resumed.catchingUp('acme')).toBe(false);
+      const rebuilt = resumed.tree('acme');
+      expect(rebuilt.size).toBe(4_096);
+      expect(rootAt(rebuilt).equals(rootAt(full))).toBe(true);
+      for (const m of [0, 800, 4_095]) expect(inclusionProof(rebuilt, m)).toEqual(inclusionProof(full, m));
+      expect(table.get(['acme', level, index])?.equals(Buffer.concat(Array.from({ length: 256 }, (_, i) => full.node(level, index * 256 + i)))), 'the stripe is stored again').toBe(true);
       await stores.close();
     }
   });

@@ -25,4 +25,12 @@ describe('the stripe cache', () => {
     none.put('a', Buffer.alloc(1));
     expect(none.get('a')).toBeUndefined();
   });
+
+  it('forgets an org\'s stripes by key prefix, and their bytes', () => {
+    const cache = new StripeCache(1000);
+    for (const key of ['acme\u00001/0', 'acme\u00002/0', 'acme2\u00001/0', 'beta\u00001/0']) cache.put(key, Buffer.alloc(100));
+    cache.drop('acme\u0000');
+    expect(['acme\u00001/0', 'acme\u00002/0', 'acme2\u00001/0', 'beta\u00001/0'].map((k) => cache.get(k) !== undefined)).toEqual([false, false, true, true]);
+    expect(cache.size).toBe(200);
+  });
 });

@@ -1,7 +1,8 @@
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { consistencyProof, inclusionProof, leafHash, MemoryTree, rootAt } from '../../src/domain/merkle.js';
-import { STRIPE_WIDTH, StripedTree, type Stripe } from '../../src/domain/striped-tree.js';
+import { consistencyProof, inclusionProof, leafHash, MemoryTree, nodeHash, rootAt } from '../../src/domain/merkle.js';
+import { jsNodes, STRIPE_WIDTH, StripedTree, type Stripe } from '../../src/domain/striped-tree.js';
+import { nativeSha256Nodes } from '../../src/store/batch-hash.js';
 
 const leaf = (i: number): Buffer => leafHash(createHash('sha256').update(`leaf ${i}`).digest());
 
@@ -86,6 +87,57 @@ describe('a Merkle tree kept as stripes of 256 hashes', () => {
     for (const [key, bytes] of store.stripes) if (key !== '0/1') broken.stripes.set(key, bytes);
     const resumed = StripedTree.resume(broken, 1024);
     expect(() => resumed.node(0, 300)).toThrow(/stripe 0\/1 .* missing/);
+  });
+});
+
+describe('appending leaves a batch at a time', () => {
+  const batchSizes = [1, 2, 3, 7, 255, 256, 257, 1, 511, 1000, 4096, 13];
+  const hashers = { native: nativeSha256Nodes, 'node:crypto': jsNodes };
+
+  for (const [name, hashNodes] of Object.entries(hashers)) {
+    // Skipped where the native hasher is not built (no C toolchain).
+    it.skipIf(hashNodes === null)(`gives the same nodes, stripes and proofs as leaf by leaf (${name} hashing)`, () => {
+      if (hashNodes === null) throw new Error('skipped');
+      const reference = new MemoryTree();
+      const single = new MapStore();
+      const batched = new MapStore();
+      const one = StripedTree.empty(single);
+      const many = StripedTree.empty(batched);
+      let i = 0;
+      for (let round = 0; i < 3 * STRIPE_WIDTH * 40; round++) {
+        const leaves = Array.from({ length: batchSizes[round % batchSizes.length]! }, () => leaf(i++));
+        for (const l of leaves) {
+          reference.append(l);
+          single.put(one.append(l));
+        }
+        batched.put(many.appendAll(leaves, hashNodes));
+        expect(many.size).toBe(i);
+      }
+      expect([...batched.stripes.keys()].sort()).toEqual([...single.stripes.keys()].sort());
+      for (const [key, bytes] of single.stripes) expect(batched.stripes.get(key)!.equals(bytes), `stripe ${key}`).toBe(true);
+      for (let level = 0, count = i; count > 0; level++, count = Math.floor(count / 2)) {
+        expect(many.partial(level).map((h) => h.toString('hex')), `open stripe of level ${level}`).toEqual(one.partial(level).map((h) => h.toString('hex')));
+      }
+      for (const size of [1, 256, 1000, i]) {
+        expect(rootAt(many, size).equals(rootAt(reference, size)), `root ${size}`).toBe(true);
+        expect(inclusionProof(many, size - 1, size)).toEqual(inclusionProof(reference, size - 1, size));
+      }
+    });
+  }
+
+  it('hashes the parents of pairs as RFC 9162 does, natively and with node:crypto', () => {
+    const pairs = Buffer.concat([leaf(1), leaf(2), leaf(3), leaf(4)]);
+    const expected = Buffer.concat([nodeHash(leaf(1), leaf(2)), nodeHash(leaf(3), leaf(4))]);
+    for (const hashNodes of [nativeSha256Nodes, jsNodes]) {
+      if (hashNodes === null) continue;
+      const out = Buffer.alloc(64);
+      hashNodes(pairs, out);
+      expect(out.equals(expected)).toBe(true);
+    }
+    if (nativeSha256Nodes !== null) {
+      expect(() => nativeSha256Nodes!(pairs.subarray(0, 63), Buffer.alloc(64))).toThrow(RangeError);
+      expect(() => nativeSha256Nodes!(pairs, Buffer.alloc(63))).toThrow(RangeError);
+    }
   });
 });
 
