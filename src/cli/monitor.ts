@@ -6,7 +6,7 @@ import { parseCommand, UsageError, verifierKeyOf } from './args.js';
 import { LogReadError, PublicLog } from './log-client.js';
 import { readState, StateFileError, writeState, type SeenCheckpoint } from './monitor-state.js';
 
-export const MONITOR_USAGE = `usage: vigil monitor <base url> <org> --key <vkey|@file> --state <file> [--follow [--interval <seconds>]]
+export const MONITOR_USAGE = `usage: vigil monitor <base url> <org> --key <vkey|@file> --state <file> [--follow [--interval <seconds>] [--withheld <polls>]]
   Follows an org's public checkpoints (GET <base url>/public/checkpoints/<org>, DESIGN §10): checks
   each new one's signature and origin, and that it extends the last one seen (a consistency proof).
   --key <vkey>      the log's verifier key, as GET <base url>/public/log-key serves it
@@ -15,12 +15,17 @@ export const MONITOR_USAGE = `usage: vigil monitor <base url> <org> --key <vkey|
   --follow          keep polling, a line per new checkpoint, until an alarm or SIGINT/SIGTERM;
                     network errors are reported and retried
   --interval <s>    seconds between polls with --follow (default 10)
+  --withheld <n>    with --follow: polls in a row that may serve a larger signed checkpoint but no
+                    consistency proof for it before that is an alarm (default 6)
 exit status: 0 checked (or first seen, or stopped by a signal); 1 bad arguments, network or state
-  file error; 2 alarm: a fork (a smaller size, two roots for one size, a failing consistency
-  proof), a bad signature or origin. An alarm is told on stderr and leaves the state file as it was.`;
+  file error (and, without --follow, a proof not served); 2 alarm: a fork (a smaller size, two
+  roots for one size, a failing consistency proof), a bad signature or origin, or with --follow a
+  proof withheld. An alarm is told on stderr and leaves the state file as it was.`;
 
 const EXIT = { ok: 0, error: 1, alarm: 2 } as const;
 const DEFAULT_INTERVAL_SECONDS = 10;
+/** Polls in a row (a minute at the default interval) a signed checkpoint may go unproven: a restart's tree rebuild answers 503 for seconds. */
+const DEFAULT_WITHHELD_POLLS = 6;
 
 export interface MonitorOptions {
   log: PublicLog;
@@ -28,12 +33,15 @@ export interface MonitorOptions {
   statePath: string;
   follow: boolean;
   intervalSeconds: number;
+  withheldPolls: number;
 }
 
 /** One look at the log: the checkpoint accepted (and remembered), or why not. */
 type Step =
   | { type: 'accepted'; verdict: 'first' | 'unchanged' | 'consistent'; seen: SeenCheckpoint; previous: SeenCheckpoint | null }
-  | { type: 'refused'; exit: 1 | 2; message: string };
+  | { type: 'refused'; exit: 1 | 2; message: string }
+  /** A larger checkpoint, signed, whose consistency proof the log did not serve. */
+  | { type: 'withheld'; next: Checkpoint; from: number; error: LogReadError };
 
 /** `vigil monitor`: the exit status, as MONITOR_USAGE tells it. */
 export async function monitor(args: string[]): Promise<number> {
@@ -66,6 +74,10 @@ async function once(o: MonitorOptions): Promise<number> {
     console.error(step.message);
     return step.exit;
   }
+  if (step.type === 'withheld') {
+    console.error(`${withheldLine(o, step)}; not judged (--follow raises an alarm when it goes on)`);
+    return EXIT.error;
+  }
   console.log(progressLine(o, step));
   return EXIT.ok;
 }
@@ -81,6 +93,8 @@ async function follow(o: MonitorOptions): Promise<number> {
     // The network error last told, and how many polls in a row have failed.
     let failure: string | null = null;
     let failures = 0;
+    /** Polls in a row that served a larger signed checkpoint and no proof for it. */
+    let withheld = 0;
     let first = true;
     while (!stop.signal.aborted) {
       try {
@@ -89,6 +103,17 @@ async function follow(o: MonitorOptions): Promise<number> {
           console.error(step.message);
           return step.exit;
         }
+        if (step.type === 'withheld') {
+          withheld++;
+          if (withheld >= o.withheldPolls) {
+            console.error(`WITHHELD PROOF: ${withheldLine(o, step)}, ${withheld} polls in a row: a log that signs a checkpoint must prove it extends what it signed before`);
+            return EXIT.alarm;
+          }
+          if (withheld === 1) console.error(`${withheldLine(o, step)}; retrying every ${o.intervalSeconds} s (an alarm after ${o.withheldPolls} polls in a row)`);
+          await sleep(o.intervalSeconds * 1000, undefined, { signal: stop.signal }).catch(() => undefined);
+          continue;
+        }
+        withheld = 0;
         if (failures > 0) console.error(`${o.log.checkpointUrl}: answering again after ${failures} failed attempt${failures === 1 ? '' : 's'}`);
         [failure, failures] = [null, 0];
         if (first || step.verdict !== 'unchanged') console.log(progressLine(o, step));
@@ -122,7 +147,13 @@ async function check(o: MonitorOptions, seen: SeenCheckpoint | null, signal: Abo
   if (seen === null) return remember('first');
   let proof: Buffer[] | null = null;
   if (needsProof(seen, next)) {
-    const answer = await o.log.consistency(seen.size, next.size, signal);
+    let answer: Awaited<ReturnType<PublicLog['consistency']>>;
+    try {
+      answer = await o.log.consistency(seen.size, next.size, signal);
+    } catch (error) {
+      if (!(error instanceof LogReadError) || signal.aborted) throw error;
+      return { type: 'withheld', next, from: seen.size, error };
+    }
     if (!answer.ok) return { type: 'refused', exit: EXIT.alarm, message: `BAD PROOF: ${o.log.consistencyUrl(seen.size, next.size)}: not a consistency proof from size ${seen.size} to size ${next.size}: ${answer.problem}` };
     proof = answer.hashes;
   }
@@ -154,6 +185,10 @@ function progressLine(o: MonitorOptions, step: Extract<Step, { type: 'accepted' 
   }
 }
 
+function withheldLine(o: MonitorOptions, step: Extract<Step, { type: 'withheld' }>): string {
+  return `${o.log.checkpointUrl} signs ${at(step.next)}, but gives no proof that it extends size ${step.from}: ${step.error.message}`;
+}
+
 function openAlarm(o: MonitorOptions, opened: Exclude<Opened, { ok: true }>): string {
   const url = o.log.checkpointUrl;
   const key = `${o.key.name}+${o.key.keyId.toString('hex')}`;
@@ -181,7 +216,7 @@ function forkAlarm(o: MonitorOptions, seen: SeenCheckpoint, next: Checkpoint, pr
 
 /** The arguments of `vigil monitor`, checked; a UsageError names the first that is wrong. */
 export async function parseMonitorArgs(args: string[]): Promise<MonitorOptions | 'help'> {
-  const { positionals, values } = parseCommand(args, { key: { type: 'string' }, state: { type: 'string' }, follow: { type: 'boolean' }, interval: { type: 'string' } }, 2);
+  const { positionals, values } = parseCommand(args, { key: { type: 'string' }, state: { type: 'string' }, follow: { type: 'boolean' }, interval: { type: 'string' }, withheld: { type: 'string' } }, 2);
   if (values.help === true) return 'help';
   const [base, org] = positionals;
   if (base === undefined || org === undefined) throw new UsageError('monitor needs a base URL and an org');
@@ -191,7 +226,10 @@ export async function parseMonitorArgs(args: string[]): Promise<MonitorOptions |
   if (values.interval !== undefined && values.follow !== true) throw new UsageError('--interval applies to --follow');
   const seconds = values.interval === undefined ? DEFAULT_INTERVAL_SECONDS : Number(values.interval);
   if (!(seconds > 0 && seconds <= 86_400)) throw new UsageError(`--interval: ${values.interval} is not a number of seconds above 0 and at most 86400`);
-  return { log: new PublicLog(baseUrl(base), slug.data), key: await verifierKeyOf(values.key), statePath: values.state, follow: values.follow === true, intervalSeconds: seconds };
+  if (values.withheld !== undefined && values.follow !== true) throw new UsageError('--withheld applies to --follow');
+  const withheldPolls = values.withheld === undefined ? DEFAULT_WITHHELD_POLLS : Number(values.withheld);
+  if (!(Number.isInteger(withheldPolls) && withheldPolls >= 1 && withheldPolls <= 10_000)) throw new UsageError(`--withheld: ${values.withheld} is not a whole number of polls from 1 to 10000`);
+  return { log: new PublicLog(baseUrl(base), slug.data), key: await verifierKeyOf(values.key), statePath: values.state, follow: values.follow === true, intervalSeconds: seconds, withheldPolls };
 }
 
 /** The base URL without a trailing slash; http or https, no query or fragment. */

@@ -1,6 +1,7 @@
 import { spawn } from 'node:child_process';
 import { generateKeyPairSync } from 'node:crypto';
 import { copyFileSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { createServer as createHttpServer } from 'node:http';
 import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -193,6 +194,41 @@ describe('vigil monitor', () => {
       expect(stderr).not.toMatch(STACK_LINE);
     } finally {
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    }
+  });
+
+  it('a log that serves a larger signed checkpoint but withholds its proof: exit 1 once, an alarm under --follow', async () => {
+    // A real HTTP front of server A, as a dishonest operator could put up: checkpoints pass through,
+    // consistency proofs are refused.
+    const front = createHttpServer((req, res) => {
+      if (req.url?.startsWith('/public/proof/') === true) {
+        res.writeHead(503, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { code: 'unavailable', message: 'try later' } }));
+        return;
+      }
+      void fetch(`${a.url}${req.url ?? '/'}`).then(async (answer) => res.writeHead(answer.status, { 'content-type': answer.headers.get('content-type') ?? 'text/plain' }).end(await answer.text()));
+    });
+    await new Promise<void>((resolve) => front.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(front.address() as AddressInfo).port}`;
+    try {
+      const now = await settled(a);
+      expect(now.size).toBeGreaterThan(first.size);
+      const proofUrl = `${url}/public/proof/acme/consistency?from=${first.size}&to=${now.size}`;
+      const unproven = `${url}/public/checkpoints/acme signs size ${now.size} (root ${now.root.toString('hex')}), but gives no proof that it extends size ${first.size}: GET ${proofUrl}: HTTP 503 (try later)`;
+      for (const name of ['withheld-once', 'withheld-follow']) writeFileSync(file(`${name}.json`), JSON.stringify(first));
+      const [once, follow] = await Promise.all([
+        monitor([url, 'acme', '--key', vkey, '--state', file('withheld-once.json')]),
+        monitor([url, 'acme', '--key', vkey, '--state', file('withheld-follow.json'), '--follow', '--interval', '0.1', '--withheld', '3']),
+      ]);
+      expect(once.code, once.stderr).toBe(1);
+      expect(once.stderr).toBe(`${unproven}; not judged (--follow raises an alarm when it goes on)\n`);
+      expect(follow.code, follow.stderr).toBe(2);
+      expect(follow.stderr.trimEnd().split('\n')).toEqual([
+        `${unproven}; retrying every 0.1 s (an alarm after 3 polls in a row)`,
+        `WITHHELD PROOF: ${unproven}, 3 polls in a row: a log that signs a checkpoint must prove it extends what it signed before`,
+      ]);
+      for (const name of ['withheld-once', 'withheld-follow']) expect(readState(file(`${name}.json`)), name).toEqual(first);
+    } finally {
+      await new Promise((resolve) => front.close(resolve));
     }
   });
 });

@@ -78,7 +78,8 @@ describe('parseMonitorArgs', () => {
     try {
       writeFileSync(join(dir, 'vkey'), `${vkey}\n`);
       const once = await parseMonitorArgs(['https://vigil.example/', 'acme', '--key', `@${join(dir, 'vkey')}`, '--state', 's.json']);
-      expect(once).toMatchObject({ log: { base: 'https://vigil.example', org: 'acme' }, key: published, statePath: 's.json', follow: false, intervalSeconds: 10 });
+      expect(once).toMatchObject({ log: { base: 'https://vigil.example', org: 'acme' }, key: published, statePath: 's.json', follow: false, intervalSeconds: 10, withheldPolls: 6 });
+      expect(await parseMonitorArgs(['http://h:1', 'acme', '--key', vkey, '--state', 's', '--follow', '--withheld', '2'])).toMatchObject({ follow: true, withheldPolls: 2 });
       expect(await parseMonitorArgs(['http://h:1/x', 'acme', '--key', vkey, '--state', 's', '--follow', '--interval', '0.5'])).toMatchObject({ log: { base: 'http://h:1/x' }, follow: true, intervalSeconds: 0.5 });
       expect(await parseMonitorArgs(['--help'])).toBe('help');
     } finally {
@@ -105,6 +106,9 @@ describe('parseMonitorArgs', () => {
       [[...good, '--interval', '5'], /^--interval applies to --follow$/],
       [[...good, '--follow', '--interval', '0'], /^--interval: 0 is not a number of seconds/],
       [[...good, '--follow', '--interval', 'soon'], /^--interval: soon is not a number of seconds/],
+      [[...good, '--withheld', '3'], /^--withheld applies to --follow$/],
+      [[...good, '--follow', '--withheld', '0'], /^--withheld: 0 is not a whole number of polls/],
+      [[...good, '--follow', '--withheld', '1.5'], /^--withheld: 1\.5 is not a whole number of polls/],
     ];
     for (const [args, message] of cases) {
       const refused = await parseMonitorArgs(args).then(
