@@ -145,6 +145,9 @@ function streamTable(s: StreamFigures & { perRequestRps: number }): Table {
     rows: [
       [`durable ingest over GET /events/stream (${shape}; the event POST /events/ and the peers take)`, `${fmtInt(s.eventsPerSec)} events/s (rounds ${s.rounds.map(fmtInt).join(', ')}), frame p50 ${fmtMs(s.p50FrameMs)} p99 ${fmtMs(s.p99FrameMs)}, errors ${s.errors}`],
       ['the same, every event with its idempotency key (as VigilClient sends them)', `${fmtInt(k.eventsPerSec)} events/s (rounds ${k.rounds.map(fmtInt).join(', ')}), frame p99 ${fmtMs(k.p99FrameMs)}, errors ${k.errors}`],
+      ...(s.noLog === undefined
+        ? []
+        : [['the same against a server with the transparency log off (same run)', `${fmtInt(s.noLog.eventsPerSec)} events/s (rounds ${s.noLog.rounds.map(fmtInt).join(', ')}) → with the log ${fmtRatio(s.noLog.ratio)}`]]),
       ['CPU over the window (1 = one core): server / load generator (own process)', `${s.serverCpu} / ${s.loadCpu}`],
       ['per-request POST /events/ (vigil sync, macro, same run)', `${fmtInt(s.perRequestRps)} req/s → stream ${ratio(s.perRequestRps)}`],
       ['JetStream R1 file stream, one async-published message per event', s.jetstreamPerSec === null ? 'n/a (no nats-server)' : `${fmtInt(s.jetstreamPerSec)} msgs/s (rounds ${s.jetstreamRounds.map(fmtInt).join(', ')}) → stream ${ratio(s.jetstreamPerSec)}`],

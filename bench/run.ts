@@ -88,6 +88,7 @@ const goals: BenchReport['goals'] = [
     ? []
     : [{ name: 'cluster durable ingest vs embedded (same run)', target: '≥ 0.5×', measured: `${cluster.ratio}×`, met: cluster.ratio >= 0.5 }]),
   { name: 'streaming ingest vs per-request POST /events/', target: '≥ 4.0×', measured: `${per(stream.perRequestRps)}×`, met: per(stream.perRequestRps) >= 4 },
+  { name: 'streaming ingest with the transparency log vs without (same run)', target: '≥ 0.95×', measured: `${stream.noLog.ratio}×`, met: stream.noLog.ratio >= 0.95 },
   ...(stream.jetstreamPerSec === null
     ? []
     : [{ name: 'streaming ingest vs JetStream R1 async publish', target: '≥ 1.0×', measured: `${per(stream.jetstreamPerSec)}×`, met: per(stream.jetstreamPerSec) >= 1 }]),

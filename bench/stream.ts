@@ -31,6 +31,8 @@ export interface StreamFigures {
   errors: number;
   /** The same with an idempotency key on every event, as VigilClient sends them (the key index's cost). */
   keyed: { rounds: number[]; eventsPerSec: number; p99FrameMs: number; errors: number };
+  /** The unkeyed stream against a server with the transparency log off (its Merkle trees not fed): the log's cost on the stream. */
+  noLog: { rounds: number[]; eventsPerSec: number; ratio: number };
   /** Share of one core over the measured window (1 = a whole core), medians of the rounds. */
   serverCpu: number;
   loadCpu: number;
@@ -45,22 +47,27 @@ const SHAPE = { events: 200, connections: 4, window: 4, encoding: 'msgpack' as c
 
 export async function runStream(options: MacroOptions): Promise<StreamFigures> {
   const vigil = await startVigil('sync');
+  const noLog = await startVigil('sync', 0, { transparencyLog: false });
   const nats = natsServerBin() === null ? null : await startNats({ nodes: 1 });
   if (nats === null) options.log('stream: no nats-server on PATH (Debian: apt-get install nats-server); the JetStream peer is skipped');
   const event = JSON.parse(BENCH_EVENT) as Record<string, unknown>;
   const rounds: StreamLoadResult[] = [];
   const keyedRounds: StreamLoadResult[] = [];
+  const noLogRounds: StreamLoadResult[] = [];
   const cpu: number[] = [];
   const peer: JetStreamLoadResult[] = [];
   try {
     for (let round = 1; round <= options.rounds; round++) {
-      // Both variants each round, their order alternating round by round.
-      for (const keyed of round % 2 === 1 ? [false, true] : [true, false]) {
-        const spec: StreamLoadSpec = { url: `${vigil.url.replace('http', 'ws')}/events/stream`, key: BENCH_KEY, ...SHAPE, seconds: options.seconds, warmup: options.warmupSeconds, event, keyed };
-        const [result, serverCpu] = await Promise.all([streamChild(spec), cpuOver(vigil.proc.pid, options.warmupSeconds, options.seconds)]);
-        (keyed ? keyedRounds : rounds).push(result);
-        if (!keyed) cpu.push(serverCpu);
-        options.log(`round ${round}/${options.rounds}  stream${keyed ? ', keyed' : ''} ${SHAPE.connections}×${SHAPE.window} frames of ${SHAPE.events}  ${result.eventsPerSec.toString().padStart(7)} events/s  p99 ${result.p99} ms/frame  errors ${result.errors}  cpu server ${serverCpu.toFixed(2)} load ${(result.cpuSeconds / result.seconds).toFixed(2)}`);
+      // Every variant each round, their order turning round by round.
+      const variants = ['plain', 'keyed', 'no log'] as const;
+      for (const variant of variants.map((_, i) => variants[(i + round - 1) % variants.length]!)) {
+        const server = variant === 'no log' ? noLog : vigil;
+        const keyed = variant === 'keyed';
+        const spec: StreamLoadSpec = { url: `${server.url.replace('http', 'ws')}/events/stream`, key: BENCH_KEY, ...SHAPE, seconds: options.seconds, warmup: options.warmupSeconds, event, keyed };
+        const [result, serverCpu] = await Promise.all([streamChild(spec), cpuOver(server.proc.pid, options.warmupSeconds, options.seconds)]);
+        ({ plain: rounds, keyed: keyedRounds, 'no log': noLogRounds })[variant].push(result);
+        if (variant === 'plain') cpu.push(serverCpu);
+        options.log(`round ${round}/${options.rounds}  stream${variant === 'plain' ? '' : `, ${variant}`} ${SHAPE.connections}×${SHAPE.window} frames of ${SHAPE.events}  ${result.eventsPerSec.toString().padStart(7)} events/s  p99 ${result.p99} ms/frame  errors ${result.errors}  cpu server ${serverCpu.toFixed(2)} load ${(result.cpuSeconds / result.seconds).toFixed(2)}`);
       }
       if (nats !== null) {
         const js = await child<JetStreamLoadResult>('bench/jetstream-load.ts', { servers: nats.urls, stream: `BENCH_${round}`, connections: 4, window: 256, seconds: options.seconds, warmup: options.warmupSeconds, event } satisfies JetStreamLoadSpec);
@@ -69,9 +76,9 @@ export async function runStream(options: MacroOptions): Promise<StreamFigures> {
       }
     }
   } finally {
-    await vigil.proc.stop();
+    await Promise.allSettled([vigil.proc.stop(), noLog.proc.stop()]);
     await nats?.stop();
-    rmSync(vigil.dir, { recursive: true, force: true });
+    for (const dir of [vigil.dir, noLog.dir]) rmSync(dir, { recursive: true, force: true });
   }
   const lmdbRowsPerSec = await lmdbRate(SHAPE.events, options.seconds);
   options.log(`LMDB batched append of ${SHAPE.events} rows (commit + fsync): ${lmdbRowsPerSec} rows/s`);
@@ -87,6 +94,12 @@ export async function runStream(options: MacroOptions): Promise<StreamFigures> {
       eventsPerSec: median(keyedRounds.map((r) => r.eventsPerSec)),
       p99FrameMs: median(keyedRounds.map((r) => r.p99)),
       errors: keyedRounds.reduce((n, r) => n + r.errors, 0),
+    },
+    noLog: {
+      rounds: noLogRounds.map((r) => r.eventsPerSec),
+      eventsPerSec: median(noLogRounds.map((r) => r.eventsPerSec)),
+      // Round by round, as the macro ratios are.
+      ratio: median(rounds.map((r, i) => Math.round((r.eventsPerSec / noLogRounds[i]!.eventsPerSec) * 100) / 100)),
     },
     serverCpu: median(cpu),
     loadCpu: median(rounds.map((r) => Math.round((r.cpuSeconds / r.seconds) * 100) / 100)),
