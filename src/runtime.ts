@@ -232,7 +232,7 @@ async function start(config: Config, log: Logger, options: RuntimeOptions, lock:
     const host = new URL(served.baseUrl).host;
     const origin = cluster === null ? loadLogOrigin(config.dataDir, host) : await cluster.logOrigin(host).then((agreed) => ({ host: agreed, differs: agreed !== host }));
     if (origin.differs) log.warn({ log_origin: origin.host, base_url_host: host }, 'the transparency log keeps the name it was given on first start (the log-origin file in the data dir; in cluster mode, the cluster\'s), not the base URL\'s host');
-    checkpoints = new LogCheckpoints(trees, logKey, origin.host, log);
+    checkpoints = new LogCheckpoints(trees, logKey, origin.host, log, cluster?.stores.checkpoints ?? null);
     studio = served.demo
       ? await Studio.start({
           commands,

@@ -1,7 +1,7 @@
 import type { KeyObject } from 'node:crypto';
 import { rootAt } from '../domain/merkle.js';
 import type { LogEntry } from '../bus/messages.js';
-import { checkpointText, noteKey, rawPublicKey, signNote, signReceipt, type NoteKey, type Receipt } from '../domain/signed-note.js';
+import { checkpointText, noteKey, openNote, parseCheckpoint, rawPublicKey, signNote, signReceipt, type NoteKey, type Receipt } from '../domain/signed-note.js';
 import { ensureError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { MerkleTrees } from './merkle-trees.js';
@@ -11,6 +11,23 @@ export interface SignedCheckpoint {
   root: Buffer;
   /** The C2SP signed note. */
   note: string;
+}
+
+/** A signed checkpoint as nodes share it: its size and its note (the root is in the note). */
+export interface PublishedCheckpoint {
+  size: number;
+  note: string;
+}
+
+/**
+ * Where the nodes of a cluster publish their checkpoints, so that none serves a smaller one than
+ * another has (each signs from its own replica, which may trail by a batch): the largest per org.
+ */
+export interface CheckpointBoard {
+  /** The largest checkpoint of the org published, if any. */
+  get(org: string): PublishedCheckpoint | undefined;
+  /** Publishes one this node signed, off the request path (nothing if the board's is as large). */
+  offer(org: string, checkpoint: PublishedCheckpoint): void;
 }
 
 /** Orgs a tick signs in one event-loop turn. */
@@ -30,6 +47,8 @@ const SIGN_PER_TURN = 16;
  */
 export class LogCheckpoints {
   private readonly latest = new Map<string, SignedCheckpoint>();
+  /** The board's checkpoint of each org as last adopted (its note checked once). */
+  private readonly fromBoard = new Map<string, SignedCheckpoint>();
   /** A tick is signing, turn by turn. */
   private signing = false;
   private readonly publicKey: Buffer;
@@ -41,6 +60,8 @@ export class LogCheckpoints {
     private readonly key: KeyObject,
     private readonly host: string,
     private readonly log: Logger,
+    /** Cluster mode's; null when embedded. */
+    private readonly board: CheckpointBoard | null = null,
   ) {
     this.publicKey = rawPublicKey(key);
     this.prefixKey = noteKey(`${host}/vigil`, this.publicKey);
@@ -57,7 +78,29 @@ export class LogCheckpoints {
    */
   get(org: string): SignedCheckpoint | null {
     if (this.trees.catchingUp(org)) return null;
-    return this.latest.get(org) ?? this.sign(org);
+    const own = this.latest.get(org) ?? this.sign(org);
+    const shared = this.board?.get(org);
+    return shared !== undefined && shared.size > own.size ? this.adopted(org, shared) : own;
+  }
+
+  /**
+   * A larger checkpoint another node published, as this node serves it: its note checked against
+   * this node's key and the org's origin (the board is inside the cluster, but a note this node
+   * could not have signed is never served). Null-free: a note that does not check is logged and
+   * this node's own is served.
+   */
+  private adopted(org: string, shared: PublishedCheckpoint): SignedCheckpoint {
+    const cached = this.fromBoard.get(org);
+    if (cached?.note === shared.note) return cached;
+    const text = openNote(shared.note, this.prefixKey);
+    const checkpoint = text === null ? null : parseCheckpoint(text);
+    if (checkpoint === null || checkpoint.origin !== this.origin(org) || checkpoint.size !== shared.size) {
+      this.log.error({ org, size: shared.size }, 'the cluster\'s checkpoint board holds a note this node\'s key did not sign for this org; this node serves its own');
+      return this.latest.get(org)!;
+    }
+    const adopted = { size: checkpoint.size, root: checkpoint.root, note: shared.note };
+    this.fromBoard.set(org, adopted);
+    return adopted;
   }
 
   /**
@@ -101,6 +144,7 @@ export class LogCheckpoints {
   private sign(org: string): SignedCheckpoint {
     const signed = this.signed(org, this.trees.size(org));
     this.latest.set(org, signed);
+    this.board?.offer(org, { size: signed.size, note: signed.note });
     return signed;
   }
 

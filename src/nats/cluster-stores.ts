@@ -1,4 +1,5 @@
 import type { NatsConnection } from '@nats-io/transport-node';
+import { KvCheckpointBoard } from './kv-checkpoint-board.js';
 import type { KvBucketOptions } from './kv-mirror.js';
 import { KvRegistryStore, type RegistryBuckets } from './kv-registry-store.js';
 import { KvScoringKeyStore } from './kv-scoring-key-store.js';
@@ -10,6 +11,8 @@ export interface ClusterStores {
   registry: KvRegistryStore;
   scoringKeys: KvScoringKeyStore;
   studioAgents: KvStudioAgentStore;
+  /** The largest checkpoint of each org any node signed (DESIGN §10 in cluster mode). */
+  checkpoints: KvCheckpointBoard;
   /** Stops the watches; the connection stays open (it is the caller's). */
   close(): Promise<void>;
 }
@@ -21,6 +24,8 @@ export interface ClusterBuckets extends RegistryBuckets {
   scoringUses: string;
   /** Default `vigil_studio_agents`. */
   studioAgents: string;
+  /** Default `vigil_checkpoints`. */
+  checkpoints: string;
 }
 
 export interface ClusterStoreOptions extends KvBucketOptions {
@@ -35,17 +40,19 @@ export interface ClusterStoreOptions extends KvBucketOptions {
  */
 export async function openClusterStores(nc: NatsConnection, options: ClusterStoreOptions): Promise<ClusterStores> {
   const { buckets = {}, ...bucketOptions } = options;
-  const [registry, scoringKeys, studioAgents] = await openAll([
+  const [registry, scoringKeys, studioAgents, checkpoints] = await openAll([
     KvRegistryStore.open(nc, { ...bucketOptions, buckets: { orgs: buckets.orgs, keys: buckets.keys } }),
     KvScoringKeyStore.open(nc, { ...bucketOptions, buckets: { keys: buckets.scoringKeys, uses: buckets.scoringUses } }),
     KvStudioAgentStore.open(nc, { ...bucketOptions, bucket: buckets.studioAgents }),
+    KvCheckpointBoard.open(nc, { ...bucketOptions, bucket: buckets.checkpoints }),
   ]);
   return {
     registry,
     scoringKeys,
     studioAgents,
+    checkpoints,
     close: async () => {
-      await Promise.all([registry.close(), scoringKeys.close(), studioAgents.close()]);
+      await Promise.all([registry.close(), scoringKeys.close(), studioAgents.close(), checkpoints.close()]);
     },
   };
 }

@@ -30,7 +30,7 @@ async function nodeConnection(i: number, failover = true): Promise<NatsConnectio
 let suite = 0;
 /** Every store of cluster mode on node `i`, over buckets of one test (`names`). */
 async function storesOn(i: number, names: string): Promise<ClusterStores> {
-  const buckets = { orgs: `${names}_orgs`, keys: `${names}_keys`, scoringKeys: `${names}_sk`, scoringUses: `${names}_su`, studioAgents: `${names}_sa` };
+  const buckets = { orgs: `${names}_orgs`, keys: `${names}_keys`, scoringKeys: `${names}_sk`, scoringUses: `${names}_su`, studioAgents: `${names}_sa`, checkpoints: `${names}_cp` };
   const stores = await openClusterStores(await nodeConnection(i), { replicas: 3, log: silentLogger(), buckets });
   closing.push(stores);
   return stores;
@@ -128,6 +128,23 @@ run('KV stores on a 3-node cluster (R3)', () => {
       expect(outcomes.filter((o) => !o.ok && o.reason === 'email_taken'), email).toHaveLength(1);
       const winner = outcomes[0].ok ? `vsk_a${i}` : `vsk_b${i}`;
       await expect.poll(() => [a.scoringKeys.get(hashKey(winner))?.email, b.scoringKeys.get(hashKey(winner))?.email], { timeout: 5000 }).toEqual([email, email]);
+    }
+  });
+
+  it('keeps on the checkpoint board the largest checkpoint two nodes offered at once, never a smaller one after', async () => {
+    const names = `cpb${++suite}`;
+    const [a, b] = [await storesOn(1, names), await storesOn(2, names)];
+    const note = (size: number): string => `vigil.example/vigil/acme\n${size}\n…\n`;
+    for (let round = 0; round < 5; round++) {
+      const org = `org${round}`;
+      // Interleaved offers from both nodes, each node's in rising order (as it signs them).
+      for (let size = 1; size <= 30; size++) (size % 2 === round % 2 ? a : b).checkpoints.offer(org, { size, note: note(size) });
+      await Promise.all([a.checkpoints.settled(), b.checkpoints.settled()]);
+      await expect.poll(() => [a.checkpoints.get(org)?.size, b.checkpoints.get(org)?.size], { timeout: 5000 }).toEqual([30, 30]);
+      expect(b.checkpoints.get(org)?.note).toBe(note(30));
+      a.checkpoints.offer(org, { size: 12, note: note(12) });
+      await a.checkpoints.settled();
+      expect(a.checkpoints.get(org)?.size).toBe(30);
     }
   });
 

@@ -1,6 +1,6 @@
 import { generateKeyPairSync } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { LogCheckpoints } from '../../src/actors/log-checkpoints.js';
+import { LogCheckpoints, type PublishedCheckpoint } from '../../src/actors/log-checkpoints.js';
 import type { MerkleTrees } from '../../src/actors/merkle-trees.js';
 import { leafHash, MemoryTree } from '../../src/domain/merkle.js';
 import { noteKey, openNote, parseCheckpoint, rawPublicKey } from '../../src/domain/signed-note.js';
@@ -45,5 +45,59 @@ describe('LogCheckpoints.tick', () => {
     await turn();
     await turn();
     expect(read.size).toBe(0);
+  });
+});
+
+describe('LogCheckpoints with a cluster checkpoint board', () => {
+  /** The board's contract as the KV bucket keeps it (test/integration/checkpoint-board.test.ts runs the KV one). */
+  class Board {
+    readonly held = new Map<string, PublishedCheckpoint>();
+    get(org: string): PublishedCheckpoint | undefined {
+      return this.held.get(org);
+    }
+    offer(org: string, checkpoint: PublishedCheckpoint): void {
+      if ((this.held.get(org)?.size ?? -1) < checkpoint.size) this.held.set(org, checkpoint);
+    }
+  }
+
+  it('publishes what it signs, and serves a larger published checkpoint than its own (a node whose replica trails)', () => {
+    const key = generateKeyPairSync('ed25519').privateKey;
+    const board = new Board();
+    // Node A has 3 leaves, node B (trailing) 2: the same log, the same key.
+    const ahead = treesOf(1);
+    const behind = treesOf(1);
+    const aheadTree = (ahead.trees.tree('org-0') as unknown as MemoryTree);
+    aheadTree.append(leafHash(Buffer.from('two')));
+    aheadTree.append(leafHash(Buffer.from('three')));
+    (behind.trees.tree('org-0') as unknown as MemoryTree).append(leafHash(Buffer.from('two')));
+    const a = new LogCheckpoints(ahead.trees, key, 'vigil.example', createLogger('silent'), board);
+    const b = new LogCheckpoints(behind.trees, key, 'vigil.example', createLogger('silent'), board);
+    expect(b.get('org-0')!.size).toBe(2); // B signs its own, and publishes it
+    expect(board.get('org-0')!.size).toBe(2);
+    expect(a.get('org-0')!.size).toBe(3);
+    expect(board.get('org-0')!.size).toBe(3);
+    // B now serves A's, byte for byte, with its root; never again its own smaller one.
+    const served = b.get('org-0')!;
+    expect(served).toMatchObject({ size: 3, note: board.get('org-0')!.note });
+    expect(served.root.equals(a.get('org-0')!.root)).toBe(true);
+  });
+
+  it('never serves a published note its own key did not sign for the org', () => {
+    const key = generateKeyPairSync('ed25519').privateKey;
+    const other = new LogCheckpoints(treesOf(1).trees, generateKeyPairSync('ed25519').privateKey, 'vigil.example', createLogger('silent'));
+    const { trees } = treesOf(1);
+    (trees.tree('org-0') as unknown as MemoryTree).append(leafHash(Buffer.from('two')));
+    const board = new Board();
+    const checkpoints = new LogCheckpoints(trees, key, 'vigil.example', createLogger('silent'), board);
+    const own = checkpoints.get('org-0')!;
+    // A larger note under another key, and one of another org's log under this key.
+    const forged = other.signAt('org-0', 1);
+    board.held.set('org-0', { size: 5, note: forged.note });
+    expect(checkpoints.get('org-0')).toBe(own);
+    // This key's note for another org's log (its text changed, so no signature checks), and its own note claimed larger.
+    board.held.set('org-0', { size: 9, note: own.note.replace('org-0', 'org-1') });
+    expect(checkpoints.get('org-0')).toBe(own);
+    board.held.set('org-0', { size: 9, note: own.note });
+    expect(checkpoints.get('org-0')).toBe(own);
   });
 });

@@ -34,6 +34,8 @@ export function transparencyRoutes(deps: AppDeps, gate: PublicGate): Route[] {
   const { trees, checkpoints } = deps.transparency;
   /** The org's latest checkpoint, or 503 while its tree is being rebuilt from the ledger. */
   const rebuilding = (): VigilError => new VigilError('unavailable', 'this org\'s Merkle tree is being rebuilt from the ledger (after a start); ask again in a moment', undefined, { retryAfterSeconds: 1 });
+  /** Cluster mode: the checkpoint served is another node's, larger than this node's replica yet. */
+  const behind = (): VigilError => new VigilError('unavailable', 'this node\'s copy of the ledger has not reached the latest checkpoint yet; ask again in a moment', undefined, { retryAfterSeconds: 1 });
   const latestOf = (org: string): SignedCheckpoint => {
     const latest = checkpoints.get(org);
     if (latest === null) throw rebuilding();
@@ -56,7 +58,7 @@ export function transparencyRoutes(deps: AppDeps, gate: PublicGate): Route[] {
         const latest = latestOf(key.org);
         const size = queryInt(query, 'tree_size', latest.size, 1, MAX_SIZE);
         const tree = trees.tree(key.org);
-        if (size > tree.size) throw invalid('tree_size', `the tree holds ${tree.size} records`);
+        if (size > tree.size) throw size <= latest.size ? behind() : invalid('tree_size', `the tree holds ${tree.size} records`);
         if (seq > size) throw invalid('seq', `a record of the tree of ${size} (1..${size})`);
         // The body written out here rather than by JSON.stringify (the route serves a proof a
         // request): numbers, hex and the checkpoint's JSON string, kept with it. It is the JSON of
@@ -135,7 +137,7 @@ export function transparencyRoutes(deps: AppDeps, gate: PublicGate): Route[] {
     if (!query.has('from') || !query.has('to')) throw invalid(query.has('from') ? 'to' : 'from', 'required: the two tree sizes');
     const from = queryInt(query, 'from', 1, 1, MAX_SIZE);
     const to = queryInt(query, 'to', 1, 1, MAX_SIZE);
-    if (to > tree.size) throw invalid('to', `the tree holds ${tree.size} records`);
+    if (to > tree.size) throw to <= (checkpoints.get(org)?.size ?? 0) ? behind() : invalid('to', `the tree holds ${tree.size} records`);
     if (from > to) throw invalid('from', 'must not be above to');
     return { body: { from, to, hashes: readTree(org, () => consistencyProof(tree, from, to)).map(hex) } };
   }
