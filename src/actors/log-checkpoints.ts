@@ -1,7 +1,8 @@
 import type { KeyObject } from 'node:crypto';
 import { rootAt } from '../domain/merkle.js';
 import type { LogEntry } from '../bus/messages.js';
-import { checkpointText, noteKey, openNote, parseCheckpoint, rawPublicKey, signNote, signReceipt, type NoteKey, type Receipt } from '../domain/signed-note.js';
+import { checkpointText, noteKey, parseCheckpoint, rawPublicKey, signNote, signReceipt, type NoteKey, type Receipt } from '../domain/signed-note.js';
+import { unsignedText } from '../domain/log-monitor.js';
 import { ensureError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { MerkleTrees } from './merkle-trees.js';
@@ -47,8 +48,8 @@ const SIGN_PER_TURN = 16;
  */
 export class LogCheckpoints {
   private readonly latest = new Map<string, SignedCheckpoint>();
-  /** The board's checkpoint of each org as last adopted (its note checked once). */
-  private readonly fromBoard = new Map<string, SignedCheckpoint>();
+  /** The board's note of each org last judged, and what it gave (null: refused); each note is checked once. */
+  private readonly fromBoard = new Map<string, { from: string; checkpoint: SignedCheckpoint | null }>();
   /** A tick is signing, turn by turn. */
   private signing = false;
   private readonly publicKey: Buffer;
@@ -78,29 +79,46 @@ export class LogCheckpoints {
    */
   get(org: string): SignedCheckpoint | null {
     if (this.trees.catchingUp(org)) return null;
-    const own = this.latest.get(org) ?? this.sign(org);
-    const shared = this.board?.get(org);
-    return shared !== undefined && shared.size > own.size ? this.adopted(org, shared) : own;
+    try {
+      const own = this.latest.get(org) ?? this.sign(org);
+      const shared = this.board?.get(org);
+      return (shared !== undefined && shared.size > own.size ? this.adopted(org, shared) : null) ?? own;
+    } catch (error) {
+      // A stored stripe found damaged while reading a root: the tree is being rebuilt (503 meanwhile).
+      if (this.trees.catchingUp(org)) return null;
+      throw error;
+    }
   }
 
   /**
-   * A larger checkpoint another node published, as this node serves it: its note checked against
-   * this node's key and the org's origin (the board is inside the cluster, but a note this node
-   * could not have signed is never served). Null-free: a note that does not check is logged and
-   * this node's own is served.
+   * A larger checkpoint another node published, as this node serves it. The board is inside the
+   * cluster, but nothing is served on its word: its text must be a checkpoint of this org's log,
+   * and the note served is signed here again (Ed25519 is deterministic: the bytes the other node
+   * signed, if it signed that text with the one key, and nothing the key did not sign). When this
+   * node's tree is already as large, the root must be its own. A note that does not check is
+   * logged once and this node's own checkpoint served.
    */
-  private adopted(org: string, shared: PublishedCheckpoint): SignedCheckpoint {
+  private adopted(org: string, shared: PublishedCheckpoint): SignedCheckpoint | null {
     const cached = this.fromBoard.get(org);
-    if (cached?.note === shared.note) return cached;
-    const text = openNote(shared.note, this.prefixKey);
-    const checkpoint = text === null ? null : parseCheckpoint(text);
-    if (checkpoint === null || checkpoint.origin !== this.origin(org) || checkpoint.size !== shared.size) {
-      this.log.error({ org, size: shared.size }, 'the cluster\'s checkpoint board holds a note this node\'s key did not sign for this org; this node serves its own');
-      return this.latest.get(org)!;
+    if (cached?.from === shared.note) return cached.checkpoint;
+    const checkpoint = parseCheckpoint(unsignedText(shared.note));
+    const own = this.trees.size(org) >= shared.size ? rootAt(this.trees.tree(org), shared.size) : null;
+    const signed = checkpoint === null ? null : this.signedText(checkpoint.origin, checkpoint.size, checkpoint.root);
+    const problem =
+      checkpoint === null || checkpoint.origin !== this.origin(org) || checkpoint.size !== shared.size
+        ? 'not a checkpoint of this org\'s log'
+        : signed!.note !== shared.note
+          ? 'not signed by this log\'s key'
+          : own !== null && !own.equals(checkpoint.root)
+            ? 'a root this node\'s tree does not have at that size'
+            : null;
+    if (problem !== null) {
+      this.log.error({ org, size: shared.size, problem }, 'the cluster\'s checkpoint board holds a checkpoint this node will not serve; it serves its own');
+      this.fromBoard.set(org, { from: shared.note, checkpoint: null });
+      return null;
     }
-    const adopted = { size: checkpoint.size, root: checkpoint.root, note: shared.note };
-    this.fromBoard.set(org, adopted);
-    return adopted;
+    this.fromBoard.set(org, { from: shared.note, checkpoint: signed });
+    return signed;
   }
 
   /**
@@ -149,8 +167,11 @@ export class LogCheckpoints {
   }
 
   private signed(org: string, size: number): SignedCheckpoint {
-    const root = rootAt(this.trees.tree(org), size);
-    const origin = this.origin(org);
+    return this.signedText(this.origin(org), size, rootAt(this.trees.tree(org), size));
+  }
+
+  /** The note of a checkpoint, with its two signatures. */
+  private signedText(origin: string, size: number, root: Buffer): SignedCheckpoint {
     const text = checkpointText({ origin, size, root });
     const cosigned = signNote(text, this.prefixKey, this.key).slice(text.length + 1);
     return { size, root, note: signNote(text, noteKey(origin, this.publicKey), this.key) + cosigned };

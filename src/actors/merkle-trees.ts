@@ -76,11 +76,13 @@ export class MerkleTrees {
       return found;
     };
     return {
-      stripe: (level, index) => this.unstored.get(keyOf(org, level, index))?.stripe.bytes ?? stored(this.store.stripe(org, level, index), level, index),
+      stripe: (level, index) => this.unstored.get(keyOf(org, level, index))?.stripe.bytes ?? stored(whole(this.store.stripe(org, level, index)), level, index),
       hash: (level, index, slot) => {
         const key = keyOf(org, level, index);
-        const whole = this.unstored.get(key)?.stripe.bytes ?? (level > 0 && level < HELD_LEVEL ? this.cached(org, level, index, key) : undefined);
-        return whole !== undefined ? whole.subarray(slot * 32, slot * 32 + 32) : stored(this.store.hash(org, level, index, slot), level, index);
+        const unstored = this.unstored.get(key)?.stripe.bytes;
+        if (unstored !== undefined) return unstored.subarray(slot * 32, slot * 32 + 32);
+        if (level === 0 || level >= HELD_LEVEL) return stored(this.store.hash(org, level, index, slot), level, index);
+        return stored(this.cached(org, level, index, key), level, index)?.subarray(slot * 32, slot * 32 + 32);
       },
     };
   }
@@ -222,7 +224,8 @@ export class MerkleTrees {
         batch.map(([, s]) => s),
         drop,
       );
-      for (const [key] of batch) this.unstored.delete(key);
+      // Only what was written: a rebuild meanwhile may have put a new stripe under the same key.
+      for (const [key, entry] of batch) if (this.unstored.get(key) === entry) this.unstored.delete(key);
       for (const org of drop) this.dropping.delete(org);
     } catch (error) {
       this.log.error({ stripes: batch.length, error: ensureError(error).message }, 'storing Merkle tree stripes failed; they stay in memory and are tried again with the next');
@@ -233,8 +236,8 @@ export class MerkleTrees {
   private cached(org: string, level: number, index: number, key: string): Buffer | undefined {
     let stripe = this.cache.get(key);
     if (stripe === undefined) {
-      stripe = this.store.stripe(org, level, index);
-      if (stripe?.length === STRIPE_WIDTH * 32) this.cache.put(key, stripe);
+      stripe = whole(this.store.stripe(org, level, index));
+      if (stripe !== undefined) this.cache.put(key, stripe);
     }
     return stripe;
   }
@@ -242,5 +245,8 @@ export class MerkleTrees {
 
 /** What the stripe cache holds at most by default (VIGIL_TREE_CACHE_MB): the proof levels of 2.3M records. */
 export const DEFAULT_CACHE_BYTES = 64 * 1024 * 1024;
+
+/** A stored stripe of the full 256 hashes, else undefined (a short one is damaged). */
+const whole = (stripe: Buffer | undefined): Buffer | undefined => (stripe?.length === STRIPE_WIDTH * 32 ? stripe : undefined);
 
 const keyOf = (org: string, level: number, index: number): string => `${org}\u0000${level}/${index}`;

@@ -15,8 +15,8 @@ export const MONITOR_USAGE = `usage: vigil monitor <base url> <org> --key <vkey|
   --follow          keep polling, a line per new checkpoint, until an alarm or SIGINT/SIGTERM;
                     network errors are reported and retried
   --interval <s>    seconds between polls with --follow (default 10)
-  --withheld <n>    with --follow: polls in a row that may serve a larger signed checkpoint but no
-                    consistency proof for it before that is an alarm (default 6)
+  --withheld <n>    with --follow: polls that may serve a larger signed checkpoint but no consistency
+                    proof for it (before one is proven) until that is an alarm (default 6)
 exit status: 0 checked (or first seen, or stopped by a signal); 1 bad arguments, network or state
   file error (and, without --follow, a proof not served); 2 alarm: a fork (a smaller size, two
   roots for one size, a failing consistency proof), a bad signature or origin, or with --follow a
@@ -93,7 +93,7 @@ async function follow(o: MonitorOptions): Promise<number> {
     // The network error last told, and how many polls in a row have failed.
     let failure: string | null = null;
     let failures = 0;
-    /** Polls in a row that served a larger signed checkpoint and no proof for it. */
+    /** Polls since the last proven extension that served a larger signed checkpoint and no proof for it. */
     let withheld = 0;
     let first = true;
     while (!stop.signal.aborted) {
@@ -113,7 +113,9 @@ async function follow(o: MonitorOptions): Promise<number> {
           await sleep(o.intervalSeconds * 1000, undefined, { signal: stop.signal }).catch(() => undefined);
           continue;
         }
-        withheld = 0;
+        // Only a proven extension ends a run of withheld proofs: a log that answers with the old
+        // checkpoint between them has still not proven the larger one it signed.
+        if (step.verdict !== 'unchanged') withheld = 0;
         if (failures > 0) console.error(`${o.log.checkpointUrl}: answering again after ${failures} failed attempt${failures === 1 ? '' : 's'}`);
         [failure, failures] = [null, 0];
         if (first || step.verdict !== 'unchanged') console.log(progressLine(o, step));

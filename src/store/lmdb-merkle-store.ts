@@ -39,7 +39,7 @@ export class LmdbMerkleStore implements MerkleStore {
     // a copy of each 8 KB stripe was most of a proof's cost.
     this.reading ??= { txn: this.table.useReadTransaction(), timer: setTimeout(() => this.release(), READ_TXN_MS).unref() };
     const bytes = readFast(this.table, [org, level, index], this.reading.txn);
-    if (bytes === undefined || bytes.length < (pair + 2) * 32) return undefined;
+    if (bytes === undefined || bytes.length !== 256 * 32) return undefined; // missing, or short: damaged
     this.lastPair = { org, level, index, pair, bytes: Buffer.from(bytes.subarray(pair * 32, pair * 32 + 64)) };
     return this.lastPair.bytes.subarray((slot - pair) * 32, (slot - pair) * 32 + 32);
   }

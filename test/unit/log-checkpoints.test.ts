@@ -49,7 +49,7 @@ describe('LogCheckpoints.tick', () => {
 });
 
 describe('LogCheckpoints with a cluster checkpoint board', () => {
-  /** The board's contract as the KV bucket keeps it (test/integration/checkpoint-board.test.ts runs the KV one). */
+  /** The board's contract as the KV bucket keeps it (test/integration/kv-stores.test.ts runs the KV one). */
   class Board {
     readonly held = new Map<string, PublishedCheckpoint>();
     get(org: string): PublishedCheckpoint | undefined {
@@ -94,10 +94,36 @@ describe('LogCheckpoints with a cluster checkpoint board', () => {
     const forged = other.signAt('org-0', 1);
     board.held.set('org-0', { size: 5, note: forged.note });
     expect(checkpoints.get('org-0')).toBe(own);
-    // This key's note for another org's log (its text changed, so no signature checks), and its own note claimed larger.
-    board.held.set('org-0', { size: 9, note: own.note.replace('org-0', 'org-1') });
+    // This key's genuine note of another org's log; its own note claimed larger; a text changed under its signatures.
+    const otherOrg = new LogCheckpoints(treesOf(2).trees, key, 'vigil.example', createLogger('silent')).signAt('org-1', 1);
+    board.held.set('org-0', { size: 1, note: otherOrg.note });
     expect(checkpoints.get('org-0')).toBe(own);
     board.held.set('org-0', { size: 9, note: own.note });
+    expect(checkpoints.get('org-0')).toBe(own);
+    board.held.set('org-0', { size: 9, note: own.note.replace('\n2\n', '\n9\n') });
+    expect(checkpoints.get('org-0')).toBe(own);
+  });
+
+  it('never serves a published root its own tree does not have at that size', () => {
+    const key = generateKeyPairSync('ed25519').privateKey;
+    const board = new Board();
+    // Another tree of the same log (a replica that diverged), signed with the same key, one leaf larger.
+    const diverged = treesOf(1);
+    (diverged.trees.tree('org-0') as unknown as MemoryTree).append(leafHash(Buffer.from('elsewhere')));
+    const theirs = new LogCheckpoints(diverged.trees, key, 'vigil.example', createLogger('silent')).signAt('org-0', 2);
+    const mine = treesOf(1);
+    (mine.trees.tree('org-0') as unknown as MemoryTree).append(leafHash(Buffer.from('two')));
+    const checkpoints = new LogCheckpoints(mine.trees, key, 'vigil.example', createLogger('silent'), board);
+    const own = checkpoints.get('org-0')!;
+    expect(own.size).toBe(2);
+    // Claimed larger than it is, it is refused by its size; at its own size it is not larger than ours: ours is served.
+    board.held.set('org-0', { size: 3, note: theirs.note });
+    expect(checkpoints.get('org-0')).toBe(own);
+    (mine.trees.tree('org-0') as unknown as MemoryTree).append(leafHash(Buffer.from('three')));
+    (diverged.trees.tree('org-0') as unknown as MemoryTree).append(leafHash(Buffer.from('more')));
+    const theirs3 = new LogCheckpoints(diverged.trees, key, 'vigil.example', createLogger('silent')).signAt('org-0', 3);
+    board.held.set('org-0', { size: 3, note: theirs3.note });
+    // Ours is still of size 2 (no tick yet), the board's 3: the root at 3 is not ours, so ours is served.
     expect(checkpoints.get('org-0')).toBe(own);
   });
 });

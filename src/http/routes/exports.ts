@@ -20,10 +20,11 @@ export const MAX_BUNDLE_RECORDS = 50_000;
 /** Export bundles of the caller's org (any key) and the list of past ones. */
 export function exportRoutes(deps: AppDeps): Route[] {
   return [
-    ...collection({ method: 'get', path: '/exports', auth: 'key', handler: ({ key }) => ({ body: deps.exportLog.list(key.org, Number.MAX_SAFE_INTEGER) }) }),
+    ...collection({ method: 'get', path: '/exports', auth: 'key', audit: true, handler: ({ key }) => ({ body: deps.exportLog.list(key.org, Number.MAX_SAFE_INTEGER) }) }),
     {
       method: 'post',
       path: '/exports/bundle',
+      audit: true,
       auth: 'key',
       handler: async ({ key, body, headers }) => {
         const valid = validate(exportBundleBody, body);
@@ -89,8 +90,14 @@ async function logFiles(deps: AppDeps, org: string, since: number, until: number
     if (performance.now() > deadline) throw new VigilError('unavailable', `the transparency log of ${org} is catching up with its ledger; ask again shortly`, undefined, { retryAfterSeconds: 1 });
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
-  const range = compactRange(trees.tree(org), since).map(({ level, index, hash }) => ({ level, index, hash: hash.toString('hex') }));
-  return { checkpoint: checkpoints.signAt(org, until).note, merkle: { since_seq: since, tree_size: until, range } };
+  try {
+    const range = compactRange(trees.tree(org), since).map(({ level, index, hash }) => ({ level, index, hash: hash.toString('hex') }));
+    return { checkpoint: checkpoints.signAt(org, until).note, merkle: { since_seq: since, tree_size: until, range } };
+  } catch (error) {
+    // A stored stripe found damaged: the tree is being rebuilt from the ledger (see MerkleTrees).
+    if (trees.catchingUp(org)) throw new VigilError('unavailable', `the transparency log of ${org} is being rebuilt from its ledger; ask again shortly`, undefined, { retryAfterSeconds: 1 });
+    throw error;
+  }
 }
 
 /**
