@@ -61,6 +61,7 @@ const envSchema = z.object({
   VIGIL_LOG_LEVEL: z.enum(LOG_LEVELS).default('info'),
   VIGIL_CHECKPOINT_SECONDS: z.coerce.number().int().min(1).default(60),
   VIGIL_TREE_CACHE_MB: z.coerce.number().int().min(0).max(1_048_576).default(64),
+  VIGIL_STRICT_AUDIT: flag,
   VIGIL_WEBHOOK_RETRY_SCHEDULE: schedule,
   VIGIL_WEBHOOK_ALLOW_PRIVATE: flag,
   VIGIL_BOOTSTRAP_ORG: z.string().min(1).optional(),
@@ -98,6 +99,8 @@ export interface Config {
   checkpointSeconds: number;
   /** Memory for the Merkle trees' stripe cache (levels 1–3, read by proofs), in bytes (VIGIL_TREE_CACHE_MB). */
   treeCacheBytes: number;
+  /** VIGIL_STRICT_AUDIT: audit routes need an audit:read or admin key (least privilege), not any key. */
+  strictAudit: boolean;
   /** The transparency log's Ed25519 key (a PKCS#8 PEM file); absent: `log-key.pem` in the data dir, made on first start. */
   logKeyPath: string | undefined;
   webhookRetrySchedule: number[];
@@ -162,6 +165,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     logLevel: e.VIGIL_LOG_LEVEL,
     checkpointSeconds: e.VIGIL_CHECKPOINT_SECONDS,
     treeCacheBytes: e.VIGIL_TREE_CACHE_MB * 1024 * 1024,
+    strictAudit: e.VIGIL_STRICT_AUDIT,
     logKeyPath: e.VIGIL_LOG_KEY,
     webhookRetrySchedule: e.VIGIL_WEBHOOK_RETRY_SCHEDULE,
     webhookAllowPrivate: e.VIGIL_WEBHOOK_ALLOW_PRIVATE,

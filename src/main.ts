@@ -12,6 +12,7 @@ import { createLogger, type Logger } from './log.js';
 const USAGE = `usage: vigil <command>
   serve                                              run the service (embedded mode)
   keys create --org <slug> --scopes a,b[,c] [--name n]  create an API key (creates the org if needed)
+  keys list --org <slug>                             list an org's keys, a JSON line each (never a secret)
   keys revoke <key_id>                               revoke a key (refused from then on, on every node)
   orgs set-plan --org <slug> --plan <free|team|scale> [--billing-email e]  set an org's plan
   verify <ledger.jsonl>                              verify an exported ledger offline
@@ -106,7 +107,8 @@ async function keys(args: string[]): Promise<number> {
   const { positionals, values } = parseCommand(args, { org: { type: 'string' }, scopes: { type: 'string' }, name: { type: 'string' } }, 2);
   if (values.help === true) return help();
   if (positionals[0] === 'revoke') return revokeKey(positionals.slice(1));
-  if (positionals[0] !== 'create') throw new UsageError(`keys: ${positionals[0] === undefined ? 'name a subcommand' : `unknown subcommand ${positionals[0]}`}; use create or revoke`);
+  if (positionals[0] === 'list') return listKeys(positionals.slice(1), values.org);
+  if (positionals[0] !== 'create') throw new UsageError(`keys: ${positionals[0] === undefined ? 'name a subcommand' : `unknown subcommand ${positionals[0]}`}; use create, list or revoke`);
   if (positionals.length > 1) throw new UsageError(`unexpected argument ${positionals[1]}`);
   if (values.org === undefined || values.scopes === undefined) throw new UsageError('keys create needs --org and --scopes');
   const slug = orgSlug.safeParse(values.org);
@@ -122,6 +124,22 @@ async function keys(args: string[]): Promise<number> {
     const created = await registry.createKey(slug.data, scopes as Scope[], values.name ?? null);
     console.log(JSON.stringify({ id: created.id, org: created.org, scopes: created.scopes, name: created.name }));
     console.log(created.key);
+  } finally {
+    await opened.close();
+  }
+  return 0;
+}
+
+async function listKeys(extra: string[], org: string | undefined): Promise<number> {
+  if (extra.length > 0) throw new UsageError(`unexpected argument ${extra[0]}`);
+  if (org === undefined) throw new UsageError('keys list needs --org');
+  const slug = orgSlug.safeParse(org);
+  if (!slug.success) throw new VigilError('validation_failed', `--org: ${slug.error.issues[0]?.message ?? 'invalid'}`);
+  const config = loadConfig();
+  const { opened, Registry } = await openRegistry(config);
+  try {
+    // The uses a running server saw in the last minute are not written yet: last_used_at may trail by that much.
+    for (const key of new Registry(opened.store).listKeys(slug.data)) console.log(JSON.stringify(key));
   } finally {
     await opened.close();
   }

@@ -30,7 +30,7 @@ import type { Route } from './http/router.js';
 import { startHttpServer } from './http/server.js';
 import { checkReceiverUrl, type Lookup } from './net/receiver-address.js';
 import { createLogger, type Logger } from './log.js';
-import { Registry } from './services/registry.js';
+import { Registry, USE_FLUSH_MS } from './services/registry.js';
 import { nativeSha256Nodes, nativeSha256Rows } from './store/batch-hash.js';
 import { openLmdb } from './store/lmdb.js';
 import type { RegistryStore } from './store/registry-store.js';
@@ -114,6 +114,11 @@ async function start(config: Config, log: Logger, options: RuntimeOptions, lock:
   // Orgs, keys and plans: this node's in embedded mode, the cluster's KV buckets in cluster mode.
   const registryStore: RegistryStore = cluster?.stores.registry ?? store.registry;
   const registry = new Registry(registryStore);
+  // Key uses (GET /admin/keys' last_used_at), written a minute at a time off the request path.
+  const flushUses = (): Promise<void> => registry.flushUses().catch((error: unknown) => log.warn({ error: ensureError(error).message }, 'recording key uses failed; tried again with the next'));
+  const usesTimer = setInterval(() => void flushUses(), USE_FLUSH_MS);
+  usesTimer.unref();
+  opened.push(() => clearInterval(usesTimer));
   const firstKey = await bootstrap(config, registryStore, registry);
   if (firstKey !== null) options.showFirstKey?.(firstKey);
   const ledger: LedgerLog = cluster?.writerLog ?? local;
@@ -286,6 +291,8 @@ async function start(config: Config, log: Logger, options: RuntimeOptions, lock:
         clearInterval(signing);
         clearTimeout(first);
         await studio?.close();
+        clearInterval(usesTimer);
+        await flushUses();
         await checkpoint(true);
         await deliveries.close();
         log.info({ consumers: saved.size }, 'checkpoints saved');

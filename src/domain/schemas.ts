@@ -11,9 +11,9 @@ export const orgSlug = z
   .string()
   .regex(/^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$/, 'org slug is 1-64 lowercase letters, digits or inner hyphens');
 
-export const Scope = ['events:write', 'review', 'admin'] as const;
+export const Scope = ['events:write', 'review', 'admin', 'audit:read'] as const;
 export type Scope = (typeof Scope)[number];
-export const scopes = z.array(z.enum(Scope)).min(1).max(3);
+export const scopes = z.array(z.enum(Scope)).min(1).max(Scope.length);
 
 export const AgentKind = ['production', 'sandbox', 'system'] as const;
 export type AgentKind = (typeof AgentKind)[number];

@@ -43,6 +43,11 @@ export interface Route {
   ip?: boolean;
   /** Whether the handler needs the request path (`ctx.url`): a route ending in `*`. */
   url?: boolean;
+  /**
+   * An audit read (export, verify, proofs, bundles; DESIGN §11): an `audit:read` key may call it
+   * whatever its method, and with VIGIL_STRICT_AUDIT only such a key or an admin one may.
+   */
+  audit?: true;
   handler: (ctx: RouteContext) => RouteResult | Promise<RouteResult>;
 }
 
@@ -57,6 +62,8 @@ export interface RouterDeps {
    * in embedded mode, where the one copy is always current.
    */
   caughtUp?: ((org: string) => Promise<void>) | undefined;
+  /** VIGIL_STRICT_AUDIT: audit routes need the audit:read (or admin) scope rather than any key. */
+  strictAudit?: boolean;
 }
 
 const NO_KEY = undefined as unknown as KeyRecord;
@@ -110,7 +117,7 @@ function handle(m: Mounted, res: HttpResponse, req: HttpRequest): void {
     connection: exchange,
   };
   try {
-    if (m.route.auth !== 'none') ctx.key = authorize(m.route.auth, headers.authorization ?? '', m.deps);
+    if (m.route.auth !== 'none') ctx.key = authorize(m.route.auth, headers.authorization ?? '', m.deps, m.route);
   } catch (error) {
     sendError(exchange, error);
     return;
@@ -192,11 +199,23 @@ function run(route: Route, exchange: Exchange, ctx: RouteContext): void {
   }
 }
 
-/** The caller's key for a route needing `auth`: 401 without a valid key, 403 without the scope, 429 past the key's rate. */
-export function authorize(auth: Exclude<Auth, 'none'>, authorization: string, deps: RouterDeps): KeyRecord {
+/**
+ * The caller's key for a route needing `auth`: 401 without a valid key, 403 without the scope,
+ * 429 past the key's rate. A route any key may call (`key`) refuses a key holding only
+ * `audit:read` unless it reads (GET, or an audit route); an audit route under VIGIL_STRICT_AUDIT
+ * takes only an `audit:read` or `admin` key.
+ */
+export function authorize(auth: Exclude<Auth, 'none'>, authorization: string, deps: RouterDeps, route?: Pick<Route, 'method' | 'audit'>): KeyRecord {
   const key = deps.registry.authenticate(authorization);
-  if (auth !== 'key' && !key.scopes.includes(auth)) {
-    throw new VigilError('forbidden', `this route needs the ${auth} scope`);
+  if (auth !== 'key') {
+    if (!key.scopes.includes(auth)) throw new VigilError('forbidden', `this route needs the ${auth} scope`);
+  } else if (route !== undefined) {
+    if (route.method !== 'get' && route.audit !== true && key.scopes.every((s) => s === 'audit:read')) {
+      throw new VigilError('forbidden', 'an audit:read key only reads: this route needs an events:write, review or admin key');
+    }
+    if (route.audit === true && deps.strictAudit === true && !key.scopes.includes('audit:read') && !key.scopes.includes('admin')) {
+      throw new VigilError('forbidden', 'this route needs the audit:read (or admin) scope: VIGIL_STRICT_AUDIT is on');
+    }
   }
   if (deps.keyLimiter !== null) {
     const decision = deps.keyLimiter.take(key.id, deps.now());

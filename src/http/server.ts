@@ -76,7 +76,7 @@ function mountAll(app: uws.TemplatedApp, deps: AppDeps): Route[] {
   const keyLimiter =
     deps.config.keyRateLimitPerSecond > 0 ? new RateLimiter(deps.config.keyRateLimitPerSecond, 1000) : null;
   const routes = appRoutes(deps);
-  const routerDeps = { registry: deps.registry, keyLimiter, now: deps.now, log: deps.log, caughtUp: deps.caughtUp };
+  const routerDeps = { registry: deps.registry, keyLimiter, now: deps.now, log: deps.log, caughtUp: deps.caughtUp, strictAudit: deps.config.strictAudit };
   for (const route of routes) mount(app, route, routerDeps);
   mountIngestStream(app, deps, routerDeps);
   return routes;

@@ -41,7 +41,7 @@ export interface ClusterStoreOptions extends KvBucketOptions {
 export async function openClusterStores(nc: NatsConnection, options: ClusterStoreOptions): Promise<ClusterStores> {
   const { buckets = {}, ...bucketOptions } = options;
   const [registry, scoringKeys, studioAgents, checkpoints] = await openAll([
-    KvRegistryStore.open(nc, { ...bucketOptions, buckets: { orgs: buckets.orgs, keys: buckets.keys } }),
+    KvRegistryStore.open(nc, { ...bucketOptions, buckets: { orgs: buckets.orgs, keys: buckets.keys, keyUses: buckets.keyUses } }),
     KvScoringKeyStore.open(nc, { ...bucketOptions, buckets: { keys: buckets.scoringKeys, uses: buckets.scoringUses } }),
     KvStudioAgentStore.open(nc, { ...bucketOptions, bucket: buckets.studioAgents }),
     KvCheckpointBoard.open(nc, { ...bucketOptions, bucket: buckets.checkpoints }),

@@ -7,6 +7,20 @@ import type { KeyRecord, OrgRecord, RegistryStore } from '../store/registry-stor
 
 const MAX_CACHED_KEYS = 10_000;
 
+/** A key as the admin routes and the CLI list it: never its secret or its digest. */
+export interface KeyView {
+  id: string;
+  name: string | null;
+  scopes: Scope[];
+  created_at: string;
+  /** The last use this node saw, or the last any node recorded (uses are recorded a minute at a time), whichever is later; null if never used. */
+  last_used_at: string | null;
+  revoked_at: string | null;
+}
+
+/** How often uses are written to the store; a use shows in last_used_at within this. */
+export const USE_FLUSH_MS = 60_000;
+
 export interface CreatedKey {
   id: string;
   key: string;
@@ -25,6 +39,8 @@ export interface CreatedKey {
 export class Registry {
   /** The digests of keys seen, by their text: the hot path skips hashing. Bounded. */
   private readonly byText = new Map<string, string>();
+  /** Keys used since the last flush, by id: when last (ms). */
+  private readonly used = new Map<string, number>();
 
   constructor(
     private readonly store: RegistryStore,
@@ -94,7 +110,54 @@ export class Registry {
     const record = this.store.getKey(digest);
     if (record === undefined || !sameDigest(record.hash, digest)) throw new VigilError('unauthorized', 'unknown API key');
     if (record.revoked_at != null) throw new VigilError('unauthorized', 'this API key was revoked');
+    this.used.set(record.id, Date.now());
     return record;
+  }
+
+  /** The org's keys, oldest first, as the admin routes show them. */
+  listKeys(org: string): KeyView[] {
+    return this.store
+      .listKeys()
+      .filter((k) => k.org === org)
+      .sort((a, b) => (a.created_at < b.created_at ? -1 : a.created_at > b.created_at ? 1 : a.id < b.id ? -1 : 1))
+      .map((k) => this.view(k));
+  }
+
+  view(record: KeyRecord): KeyView {
+    const mine = this.used.get(record.id);
+    const stored = this.store.keyUsedAt(record.id) ?? null;
+    const recent = mine === undefined ? null : new Date(mine).toISOString();
+    return {
+      id: record.id,
+      name: record.name,
+      scopes: record.scopes,
+      created_at: record.created_at,
+      last_used_at: recent !== null && (stored === null || recent > stored) ? recent : stored,
+      revoked_at: record.revoked_at ?? null,
+    };
+  }
+
+  /** Revokes a key of `org` (404 for another org's or an unknown id). */
+  async revokeOwnKey(org: string, id: string): Promise<KeyView> {
+    const record = this.store.listKeys().find((k) => k.id === id && k.org === org);
+    if (record === undefined) throw new VigilError('not_found', `key ${id} not found`);
+    return this.view(await this.revokeKey(id));
+  }
+
+  /**
+   * Writes the uses seen since the last flush to the store (every USE_FLUSH_MS, and on close): a
+   * request never waits on it. A failed write keeps them for the next.
+   */
+  async flushUses(): Promise<void> {
+    if (this.used.size === 0) return;
+    const uses = [...this.used].map(([id, ms]) => ({ id, at: new Date(ms).toISOString() }));
+    this.used.clear();
+    try {
+      await this.store.putKeyUses(uses);
+    } catch (error) {
+      for (const { id, at } of uses) if (!this.used.has(id)) this.used.set(id, Date.parse(at));
+      throw error;
+    }
   }
 
   /** Revokes the key with this id (`key_…`): every node refuses it once its store holds the change. */

@@ -7,12 +7,14 @@ import { storeWrite } from './write-failure.js';
 export class LmdbRegistryStore implements RegistryStore {
   private orgs!: Database<OrgRecord, string>;
   private keys!: Database<KeyRecord, string>;
+  private uses!: Database<string, string>;
 
   constructor(private readonly env: LmdbEnv) {
     env.attach((root) => {
       this.orgs = root.openDB<OrgRecord, string>({ name: 'orgs' });
       // Not cached: the CLI revokes keys from another process, and a revocation must take effect at once.
       this.keys = root.openDB<KeyRecord, string>({ name: 'keys' });
+      this.uses = root.openDB<string, string>({ name: 'key_uses' });
     });
   }
 
@@ -40,6 +42,20 @@ export class LmdbRegistryStore implements RegistryStore {
 
   listKeys(): KeyRecord[] {
     return [...this.keys.getRange({}).map(({ value }) => value)];
+  }
+
+  keyUsedAt(id: string): string | undefined {
+    return this.uses.get(id);
+  }
+
+  async putKeyUses(uses: readonly { id: string; at: string }[]): Promise<void> {
+    if (uses.length === 0) return;
+    await storeWrite(
+      this.uses.transaction(() => {
+        for (const { id, at } of uses) if ((this.uses.get(id) ?? '') < at) void this.uses.put(id, at);
+      }),
+    );
+    await this.env.flushed();
   }
 
   isEmpty(): boolean {

@@ -35,5 +35,12 @@ export interface RegistryStore {
   putKey(key: KeyRecord): Promise<void>;
   /** Every key, revoked ones included (the CLI finds a key by id). */
   listKeys(): KeyRecord[];
+  /**
+   * When the key with this id was last used (ISO time), as last recorded. Kept apart from the key
+   * records, so that recording a use never races a revocation.
+   */
+  keyUsedAt(id: string): string | undefined;
+  /** Records uses (a later time than the one stored, or the first). */
+  putKeyUses(uses: readonly { id: string; at: string }[]): Promise<void>;
   isEmpty(): boolean;
 }

@@ -50,6 +50,7 @@ const ghost: OrgIds = {
   heldAction: 987_654,
   webhook: 987_654,
   spareWebhook: 987_655,
+  spareKey: 'key_0000000000000000',
   studioAgent: 'ghost-studio-000000',
   chatAgent: 'ghost-chat-000000',
 };

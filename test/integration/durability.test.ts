@@ -167,7 +167,7 @@ describe('first start', () => {
       expect(key).toBeDefined();
       const me = await call(first.url, 'GET', '/orgs/me', { key: key! });
       expect(me.body.slug).toBe('default');
-      expect(me.body.key.scopes).toEqual(['events:write', 'review', 'admin']);
+      expect(me.body.key.scopes).toEqual(['events:write', 'review', 'admin', 'audit:read']);
       first.child.kill('SIGTERM');
       await first.exited;
       const second = await spawnServer(dir, env);

@@ -22,7 +22,7 @@ describeModes('keys and agents', (m) => {
       const res = await call(server.readUrl, 'GET', '/orgs/me');
       expect(res.status).toBe(200);
       expect(res.body.slug).toBe(ORG);
-      expect(res.body.key.scopes).toEqual(['events:write', 'review', 'admin']);
+      expect(res.body.key.scopes).toEqual(['events:write', 'review', 'admin', 'audit:read']);
     });
 
     it('answers 401 with the JSON error body for a missing, malformed or unknown key', async () => {
@@ -96,6 +96,53 @@ describeModes('keys and agents', (m) => {
       expect(await runCli(['keys', 'revoke', 'key_nope'], server.cliEnv)).toMatchObject({ code: 1, stdout: '', stderr: 'key key_nope not found\n' });
     });
 
+    it('GET /admin/keys lists the org\'s keys (never a secret), with when each was last used; DELETE /admin/keys/{id} revokes one at once', async () => {
+      const created = await call(server.url, 'POST', '/admin/keys', { body: { scopes: ['events:write'], name: 'runtime-to-revoke' } });
+      expect(created.status).toBe(201);
+      const listed = async (): Promise<Record<string, unknown>[]> => {
+        const res = await call(server.url, 'GET', '/admin/keys');
+        expect(res.status).toBe(200);
+        expect(res.text).not.toMatch(/vgl_|"hash"|"key"/);
+        return res.body;
+      };
+      const before = (await listed()).find((k) => k.id === created.body.id);
+      expect(before).toEqual({ id: created.body.id, name: 'runtime-to-revoke', scopes: ['events:write'], created_at: expect.stringMatching(/^\d{4}-/), last_used_at: null, revoked_at: null });
+      // The admin key the suite uses, used a moment ago on this node: its last use is recent.
+      const admin = (await listed()).find((k) => (k.scopes as string[]).includes('admin') && k.last_used_at !== null);
+      expect(Date.now() - Date.parse(admin!.last_used_at as string)).toBeLessThan(60_000);
+      await server.settle(created.body.key);
+      expect((await call(server.url, 'GET', '/orgs/me', { key: created.body.key })).status).toBe(200);
+      expect((await listed()).find((k) => k.id === created.body.id)!.last_used_at).toEqual(expect.stringMatching(/^\d{4}-/));
+      // Only an admin key of the org: another scope 403, another org's or an unknown id 404.
+      const reviewer = (await call(server.url, 'POST', '/admin/keys', { body: { scopes: ['review'] } })).body.key as string;
+      await server.settle(reviewer);
+      expect((await call(server.url, 'DELETE', `/admin/keys/${created.body.id}`, { key: reviewer })).status).toBe(403);
+      expect((await call(server.url, 'GET', '/admin/keys', { key: reviewer })).status).toBe(403);
+      const other = await runCli(['keys', 'create', '--org', 'other-org', '--scopes', 'admin'], server.cliEnv);
+      const otherId = JSON.parse(other.stdout.split('\n')[0]!).id as string;
+      expect((await call(server.url, 'DELETE', `/admin/keys/${otherId}`)).status).toBe(404);
+      expect((await call(server.url, 'DELETE', '/admin/keys/key_nope')).body.error.code).toBe('not_found');
+      const revoked = await call(server.url, 'DELETE', `/admin/keys/${created.body.id}`);
+      expect(revoked.status).toBe(200);
+      expect(revoked.body).toMatchObject({ id: created.body.id, revoked_at: expect.stringMatching(/^\d{4}-/) });
+      // Refused at once on the node that revoked it; on every other node once its KV watch has it.
+      expect((await call(server.url, 'GET', '/orgs/me', { key: created.body.key })).status).toBe(401);
+      await expect.poll(async () => (await call(server.readUrl, 'GET', '/orgs/me', { key: created.body.key })).status, { timeout: 5_000 }).toBe(401);
+      expect((await listed()).find((k) => k.id === created.body.id)!.revoked_at).toBe(revoked.body.revoked_at);
+      // Again: the same answer, nothing changed.
+      expect((await call(server.url, 'DELETE', `/admin/keys/${created.body.id}`)).body.revoked_at).toBe(revoked.body.revoked_at);
+    });
+
+    it('the CLI lists an org\'s keys, a JSON line each, never a secret', async () => {
+      const out = await runCli(['keys', 'list', '--org', ORG], server.cliEnv);
+      expect(out).toMatchObject({ code: 0, stderr: '' });
+      const lines = out.stdout.trim().split('\n').map((line) => JSON.parse(line) as Record<string, unknown>);
+      expect(lines.length).toBeGreaterThan(1);
+      for (const key of lines) expect(Object.keys(key)).toEqual(['id', 'name', 'scopes', 'created_at', 'last_used_at', 'revoked_at']);
+      expect(out.stdout).not.toContain('vgl_');
+      expect(await runCli(['keys', 'list'], server.cliEnv)).toMatchObject({ code: 2, stderr: expect.stringMatching(/^keys list needs --org/) });
+    });
+
     it('the CLI refuses unknown scopes and bad slugs', async () => {
       const scopes = await runCli(['keys', 'create', '--org', 'x', '--scopes', 'root'], server.cliEnv);
       expect(scopes.code).not.toBe(0);
@@ -145,6 +192,28 @@ describeModes('keys and agents', (m) => {
       const first = JSON.parse(res.text.split('\n')[0]!);
       expect(first.kind).toBe('agent');
       expect(first.body).toEqual({ agent_id: 'bot.1:a-b_c', name: 'Bot One', kind: 'production', observed: true });
+    });
+
+    it('GET /agents lists the org\'s agents with their state, a page at a time', async () => {
+      for (const id of ['list-a', 'list-b', 'list-c']) expect((await call(server.url, 'POST', '/agents/', { body: { agent_id: id, name: id } })).status).toBe(201);
+      expect((await call(server.url, 'POST', '/events/', { body: { agent_id: 'list-b', event_type: 'output_generated', payload: {} } })).status).toBe(200);
+      await server.settle(ADMIN_KEY);
+      const all = await call(server.readUrl, 'GET', '/agents?limit=100');
+      expect(all.status).toBe(200);
+      expect(all.body).toMatchObject({ org: ORG, limit: 100, offset: 0 });
+      expect(all.body.total).toBe(all.body.agents.length);
+      const ids = all.body.agents.map((a: { agent_id: string }) => a.agent_id);
+      expect(ids.slice(ids.indexOf('list-a'), ids.indexOf('list-a') + 3)).toEqual(['list-a', 'list-b', 'list-c']);
+      const b = all.body.agents.find((a: { agent_id: string }) => a.agent_id === 'list-b');
+      expect(b).toMatchObject({ agent_id: 'list-b', gate: 'pass', bii: expect.any(Number), public: false, is_active: true, last_event_at: expect.stringMatching(/^\d{4}-/) });
+      expect(all.body.agents.find((a: { agent_id: string }) => a.agent_id === 'list-a')).toMatchObject({ gate: null, bii: null });
+      const page = await call(server.readUrl, `GET`, `/agents/?limit=2&offset=${ids.indexOf('list-b')}`);
+      expect(page.body.agents.map((a: { agent_id: string }) => a.agent_id)).toEqual(['list-b', 'list-c']);
+      for (const query of ['limit=0', 'limit=101', 'offset=-1', 'limit=x']) {
+        const bad = await call(server.readUrl, 'GET', `/agents?${query}`);
+        expect(bad.status, query).toBe(400);
+        expect(bad.body.error.details[0].path).toBe(query.split('=')[0]);
+      }
     });
 
     it('keeps admin key material out of responses other than its creation', async () => {

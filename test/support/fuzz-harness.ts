@@ -73,7 +73,8 @@ async function prepare(server: TestServer, receiver: Receiver, close: () => Prom
 /** The key a route is called with: the one its auth needs (a single-scope key), or none. */
 export function keyFor(target: FuzzTarget, route: Route, anyKey: 'events:write' | 'review' | 'admin' = 'review'): string | null {
   if (route.auth === 'none') return caseOf(route).ownKey === 'sandbox' ? target.sandboxKey : null;
-  return target.keys[route.auth === 'key' ? anyKey : route.auth];
+  // No route is mounted with auth audit:read (audit routes are `key` routes marked `audit`).
+  return target.keys[route.auth === 'key' ? anyKey : (route.auth as 'events:write' | 'review' | 'admin')];
 }
 
 interface Fingerprint {

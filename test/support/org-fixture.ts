@@ -89,6 +89,7 @@ export async function seedOrg(url: string, key: string, org: string, receiverPor
   const hookUrl = `http://${RECEIVER_HOST}:${receiverPort}/${hook}`;
   const webhook = await ok(post('/webhooks', { url: hookUrl, events: ['review.escalated'] }), 200, 'create webhook');
   const spare = await ok(post('/webhooks', { url: hookUrl, events: ['review.escalated'] }), 200, 'create a second webhook');
+  const spareKey = await ok(post('/admin/keys', { scopes: ['review'], name: `${org} spare` }), 201, 'create a spare key');
   const studio = await ok(post('/studio/agents', { name: `${org} studio`, domain: 'clinical', persona }), 201, 'create studio agent');
   const chat = await ok(post('/studio/agents', { name: `${org} chat`, domain: 'wellness', persona }), 201, 'create chat agent');
   await ok(post(`/studio/agents/${chat.agent_id}/deploy`, undefined), 200, 'deploy chat agent');
@@ -107,6 +108,7 @@ export async function seedOrg(url: string, key: string, org: string, receiverPor
     heldAction: risky.action_id,
     webhook: webhook.id,
     spareWebhook: spare.id,
+    spareKey: spareKey.id,
     studioAgent: studio.agent_id,
     chatAgent: chat.agent_id,
     ledgerLength,

@@ -19,6 +19,8 @@ export interface OrgIds {
   webhook: number;
   /** Another active webhook, the one DELETE is aimed at (so that the first stays active). */
   spareWebhook: number;
+  /** A key of the org that DELETE /admin/keys/{id} is aimed at (not the one the suites send). */
+  spareKey: string;
   /** A studio agent in draft. */
   studioAgent: string;
   /** A deployed studio agent (a chat target). */
@@ -81,6 +83,9 @@ export const ROUTE_CASES: Readonly<Record<string, RouteCase>> = {
   'GET /health': { auth: 'none', withKey: 200, request: none },
   'GET /orgs/me': { auth: 'key', request: none },
   'POST /admin/keys': { auth: 'admin', request: (_, fresh) => ({ body: { scopes: ['review'], name: `key ${fresh()}` } }) },
+  'GET /admin/keys': { auth: 'admin', request: none },
+  'DELETE /admin/keys/:key_id': { auth: 'admin', names: true, request: (ids) => ({ params: { key_id: ids.spareKey } }) },
+  'GET /agents': { auth: 'key', request: () => ({ query: { limit: '10', offset: '0' } }) },
   'POST /agents': { auth: 'key', request: register },
   'GET /agents/:agent_id': { auth: 'key', names: true, request: (ids) => ({ params: { agent_id: ids.agent } }) },
   'PATCH /admin/agents/:agent_id': { auth: 'admin', names: true, request: (ids) => ({ params: { agent_id: ids.publicAgent }, body: { public: true } }) },

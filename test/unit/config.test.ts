@@ -20,6 +20,7 @@ describe('loadConfig', () => {
       streamMaxFrames: 64,
       streamIdleSeconds: 120,
       treeCacheBytes: 64 * 1024 * 1024,
+      strictAudit: false,
       cluster: undefined,
       bootstrap: undefined,
     });
@@ -47,6 +48,7 @@ describe('loadConfig', () => {
       VIGIL_DEMO: 'true',
       VIGIL_WEBHOOK_ALLOW_PRIVATE: '1',
       VIGIL_TREE_CACHE_MB: '0',
+      VIGIL_STRICT_AUDIT: '1',
     });
     expect(config).toMatchObject({
       port: 9090,
@@ -58,6 +60,7 @@ describe('loadConfig', () => {
       demo: true,
       webhookAllowPrivate: true,
       treeCacheBytes: 0,
+      strictAudit: true,
       baseUrl: 'http://0.0.0.0:9090',
     });
   });

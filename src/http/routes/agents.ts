@@ -3,7 +3,7 @@ import { VigilError } from '../../errors.js';
 import { unwrap, type AppDeps } from '../deps.js';
 import type { Route } from '../router.js';
 import { collection } from './collection.js';
-import { validate } from '../validate.js';
+import { queryInt, validate } from '../validate.js';
 
 /** Agent registration, reading and administration. Writes go to the org's single writer. */
 export function agentRoutes(deps: AppDeps): Route[] {
@@ -19,6 +19,18 @@ export function agentRoutes(deps: AppDeps): Route[] {
   };
   return [
     ...collection({ method: 'post', path: '/agents', auth: 'key', handler: register }),
+    // The org's agents with their state, in registration order (the shape of the public list, 2.2).
+    ...collection({
+      method: 'get',
+      path: '/agents',
+      auth: 'key',
+      handler: ({ key, query }) => {
+        const limit = queryInt(query, 'limit', 50, 1, 100);
+        const offset = queryInt(query, 'offset', 0, 0, 1e9);
+        const agents = [...(deps.directory.org(key.org)?.agents.values() ?? [])];
+        return { body: { org: key.org, total: agents.length, limit, offset, agents: agents.slice(offset, offset + limit) } };
+      },
+    }),
     {
       method: 'get',
       path: '/agents/:agent_id',

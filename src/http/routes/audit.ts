@@ -21,6 +21,7 @@ export function auditRoutes(deps: AppDeps): Route[] {
     {
       method: 'get',
       path: '/audit/export',
+      audit: true,
       auth: 'key',
       handler: ({ key, query }) => {
         const q = validate(exportQuery, Object.fromEntries(query), 'query');
@@ -42,6 +43,7 @@ export function auditRoutes(deps: AppDeps): Route[] {
     {
       method: 'get',
       path: '/audit/:agent_id/verify',
+      audit: true,
       auth: 'key',
       handler: async ({ key, params, query }) => {
         const q = validate(verifyQuery, Object.fromEntries(query), 'query');

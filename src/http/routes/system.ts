@@ -6,7 +6,7 @@ import { collection } from './collection.js';
 import { validate } from '../validate.js';
 
 
-/** Health, the caller's org, and key creation. */
+/** Health, the caller's org, and its keys: created, listed, revoked. */
 export function systemRoutes(deps: AppDeps): Route[] {
   return [
     {
@@ -46,5 +46,14 @@ export function systemRoutes(deps: AppDeps): Route[] {
         return { status: 201, body: { id: created.id, key: created.key, scopes: created.scopes, name: created.name } };
       },
     }),
+    // The org's keys (revoked ones too, with revoked_at), never a secret or a digest.
+    ...collection({ method: 'get', path: '/admin/keys', auth: 'admin', handler: ({ key }) => ({ body: deps.registry.listKeys(key.org) }) }),
+    {
+      method: 'del',
+      path: '/admin/keys/:key_id',
+      auth: 'admin',
+      // Refused from the next request on, on every node once its store holds the change (cluster: milliseconds).
+      handler: async ({ key, params }) => ({ body: await deps.registry.revokeOwnKey(key.org, params.key_id ?? '') }),
+    },
   ];
 }

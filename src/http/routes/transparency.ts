@@ -45,12 +45,14 @@ export function transparencyRoutes(deps: AppDeps, gate: PublicGate): Route[] {
     {
       method: 'get',
       path: '/audit/checkpoint',
+      audit: true,
       auth: 'key',
       handler: ({ key }) => ({ text: latestOf(key.org).note, contentType: 'text/plain; charset=utf-8' }),
     },
     {
       method: 'get',
       path: '/audit/proof/inclusion',
+      audit: true,
       auth: 'key',
       handler: ({ key, query }) => {
         if (!query.has('seq')) throw invalid('seq', 'required: the seq of the record to prove');
@@ -75,6 +77,7 @@ export function transparencyRoutes(deps: AppDeps, gate: PublicGate): Route[] {
     {
       method: 'get',
       path: '/audit/proof/consistency',
+      audit: true,
       auth: 'key',
       handler: ({ key, query }) => consistency(key.org, query),
     },
