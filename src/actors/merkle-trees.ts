@@ -1,7 +1,7 @@
 import { rowLeafHash, type LedgerRow } from '../domain/ledger.js';
 import { StripeCache } from '../domain/stripe-cache.js';
 import { HELD_LEVEL, jsNodes, STRIPE_WIDTH, StripedTree, type Sha256Nodes, type Stripe, type StripeReader } from '../domain/striped-tree.js';
-import { ensureError } from '../errors.js';
+import { ensureError, VigilError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { LedgerReader } from '../store/ledger-reader.js';
 import type { MerkleStore } from '../store/merkle-store.js';
@@ -103,6 +103,19 @@ export class MerkleTrees {
     this.scheduleStore();
     this.catchUp(org);
     return tree;
+  }
+
+  /**
+   * What `read` reads from the org's tree. A stored stripe it finds damaged starts a rebuild (see
+   * rebuild); the read then fails with a 503 to ask again, not with the storage error.
+   */
+  reading<T>(org: string, read: () => T): T {
+    try {
+      return read();
+    } catch (error) {
+      if (this.catchingUp(org)) throw new VigilError('unavailable', `the transparency log of ${org} is being rebuilt from its ledger; ask again in a moment`, undefined, { retryAfterSeconds: 1 });
+      throw error;
+    }
   }
 
   /** Orgs whose tree has been asked for or fed since start. */

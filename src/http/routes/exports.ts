@@ -90,14 +90,10 @@ async function logFiles(deps: AppDeps, org: string, since: number, until: number
     if (performance.now() > deadline) throw new VigilError('unavailable', `the transparency log of ${org} is catching up with its ledger; ask again shortly`, undefined, { retryAfterSeconds: 1 });
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
-  try {
+  return trees.reading(org, () => {
     const range = compactRange(trees.tree(org), since).map(({ level, index, hash }) => ({ level, index, hash: hash.toString('hex') }));
     return { checkpoint: checkpoints.signAt(org, until).note, merkle: { since_seq: since, tree_size: until, range } };
-  } catch (error) {
-    // A stored stripe found damaged: the tree is being rebuilt from the ledger (see MerkleTrees).
-    if (trees.catchingUp(org)) throw new VigilError('unavailable', `the transparency log of ${org} is being rebuilt from its ledger; ask again shortly`, undefined, { retryAfterSeconds: 1 });
-    throw error;
-  }
+  });
 }
 
 /**

@@ -66,7 +66,7 @@ export function transparencyRoutes(deps: AppDeps, gate: PublicGate): Route[] {
         // request): numbers, hex and the checkpoint's JSON string, kept with it. It is the JSON of
         // {seq, leaf_index, tree_size, leaf_hash, hashes, checkpoint}, the last null unless the proof
         // leads to the latest signed checkpoint.
-        const hashes = hexList(readTree(key.org, () => [tree.node(0, seq - 1), ...inclusionProof(tree, seq - 1, size)]));
+        const hashes = hexList(trees.reading(key.org, () => [tree.node(0, seq - 1), ...inclusionProof(tree, seq - 1, size)]));
         const checkpoint = size === latest.size ? noteJson(latest) : 'null';
         return {
           text: `{"seq":${seq},"leaf_index":${seq - 1},"tree_size":${size},"leaf_hash":"${hashes[0]!}","hashes":[${hashes.slice(1).map((h) => `"${h}"`).join(',')}],"checkpoint":${checkpoint}}`,
@@ -103,7 +103,7 @@ export function transparencyRoutes(deps: AppDeps, gate: PublicGate): Route[] {
           if (!publicOrg(ctx)) return notFound(headers);
           if (trees.catchingUp(org)) throw rebuilding();
           const tile = parseTilePath(ctx.url.slice(ctx.url.indexOf('/tile/') + '/tile/'.length));
-          const bytes = tile === null ? undefined : readTree(org, () => trees.tree(org).stripeBytes(tile.level * 8, tile.index, tile.width));
+          const bytes = tile === null ? undefined : trees.reading(org, () => trees.tree(org).stripeBytes(tile.level * 8, tile.index, tile.width));
           if (bytes === undefined) return notFound(headers);
           return { bytes, contentType: 'application/octet-stream', headers: { ...headers, 'cache-control': 'public, max-age=31536000, immutable' } };
         }),
@@ -113,16 +113,6 @@ export function transparencyRoutes(deps: AppDeps, gate: PublicGate): Route[] {
       withGateHeaders(headers, () => (publicOrg(ctx) ? { ...consistency(ctx.params.org!, ctx.query), headers } : notFound(headers))),
     ),
   ];
-
-  /** What `read` reads from the org's tree; 503 if a stored stripe it needed was found damaged (the tree is then being rebuilt). */
-  function readTree<T>(org: string, read: () => T): T {
-    try {
-      return read();
-    } catch (error) {
-      if (trees.catchingUp(org)) throw rebuilding();
-      throw error;
-    }
-  }
 
   /** A public answer, its errors (400, 503) too, with the gate's headers (CORS, rate limit): a page on another origin reads them. */
   function withGateHeaders(headers: Record<string, string>, answer: () => RouteResult): RouteResult {
@@ -142,7 +132,7 @@ export function transparencyRoutes(deps: AppDeps, gate: PublicGate): Route[] {
     const to = queryInt(query, 'to', 1, 1, MAX_SIZE);
     if (to > tree.size) throw to <= (checkpoints.get(org)?.size ?? 0) ? behind() : invalid('to', `the tree holds ${tree.size} records`);
     if (from > to) throw invalid('from', 'must not be above to');
-    return { body: { from, to, hashes: readTree(org, () => consistencyProof(tree, from, to)).map(hex) } };
+    return { body: { from, to, hashes: trees.reading(org, () => consistencyProof(tree, from, to)).map(hex) } };
   }
 
   function publicOrg(ctx: RouteContext): boolean {
