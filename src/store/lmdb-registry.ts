@@ -3,17 +3,25 @@ import type { LmdbEnv } from './lmdb-env.js';
 import type { KeyRecord, OrgRecord, RegistryStore } from './registry-store.js';
 import { storeWrite } from './write-failure.js';
 
+const MAX_DECODED_KEYS = 10_000;
+
 /** LMDB adapter of RegistryStore: the `orgs` and `keys` tables. */
 export class LmdbRegistryStore implements RegistryStore {
   private orgs!: Database<OrgRecord, string>;
   private keys!: Database<KeyRecord, string>;
   private uses!: Database<string, string>;
+  /**
+   * Decoded key records by hash, each beside the stored bytes it was decoded from. A read compares
+   * the bytes now stored with them and decodes again on any difference, so a key revoked by the CLI
+   * from another process is refused at once; the saving is the decode, not the read.
+   */
+  private readonly decoded = new Map<string, { bytes: Buffer; record: KeyRecord }>();
 
   constructor(private readonly env: LmdbEnv) {
     env.attach((root) => {
       this.orgs = root.openDB<OrgRecord, string>({ name: 'orgs' });
-      // Not cached: the CLI revokes keys from another process, and a revocation must take effect at once.
       this.keys = root.openDB<KeyRecord, string>({ name: 'keys' });
+      this.decoded.clear();
       this.uses = root.openDB<string, string>({ name: 'key_uses' });
     });
   }
@@ -32,7 +40,18 @@ export class LmdbRegistryStore implements RegistryStore {
   }
 
   getKey(hash: string): KeyRecord | undefined {
-    return this.keys.get(hash);
+    const stored = this.keys.getBinary(hash);
+    if (stored === undefined) {
+      this.decoded.delete(hash);
+      return undefined;
+    }
+    const seen = this.decoded.get(hash);
+    if (seen !== undefined && seen.bytes.equals(stored)) return seen.record;
+    const record = this.keys.get(hash);
+    if (record === undefined) return undefined;
+    if (this.decoded.size >= MAX_DECODED_KEYS) this.decoded.clear();
+    this.decoded.set(hash, { bytes: stored, record });
+    return record;
   }
 
   async putKey(key: KeyRecord): Promise<void> {

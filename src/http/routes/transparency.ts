@@ -11,10 +11,20 @@ import { queryInt } from '../validate.js';
 const MAX_SIZE = 1e15;
 const hex = (b: Buffer): string => b.toString('hex');
 
-/** Each hash in hex, from one encoding of them all. */
-function hexList(hashes: readonly Buffer[]): string[] {
-  const all = Buffer.concat(hashes).toString('hex');
-  return hashes.map((_, i) => all.slice(i * 64, i * 64 + 64));
+/** Where hexOf copies a proof's hashes to encode them at once (a proof has at most 64). */
+const scratch = Buffer.allocUnsafe(64 * 32);
+
+/** The hashes, in hex, one after the other: one encoding rather than one per hash. */
+function hexOf(hashes: readonly Buffer[]): string {
+  for (let i = 0; i < hashes.length; i++) scratch.set(hashes[i]!, i * 32);
+  return scratch.toString('hex', 0, hashes.length * 32);
+}
+
+/** Hashes `from`, `from` + 1, … of `hex` (as hexOf wrote them) as the items of a JSON array of strings. */
+function jsonItems(hex: string, from: number): string {
+  let items = '';
+  for (let at = from * 64; at < hex.length; at += 64) items += `${at === from * 64 ? '' : ','}"${hex.slice(at, at + 64)}"`;
+  return items;
 }
 
 /** A checkpoint's note as a JSON string, made once per checkpoint. */
@@ -66,10 +76,10 @@ export function transparencyRoutes(deps: AppDeps, gate: PublicGate): Route[] {
         // request): numbers, hex and the checkpoint's JSON string, kept with it. It is the JSON of
         // {seq, leaf_index, tree_size, leaf_hash, hashes, checkpoint}, the last null unless the proof
         // leads to the latest signed checkpoint.
-        const hashes = hexList(trees.reading(key.org, () => [tree.node(0, seq - 1), ...inclusionProof(tree, seq - 1, size)]));
+        const hashes = hexOf(trees.reading(key.org, () => [tree.node(0, seq - 1), ...inclusionProof(tree, seq - 1, size)]));
         const checkpoint = size === latest.size ? noteJson(latest) : 'null';
         return {
-          text: `{"seq":${seq},"leaf_index":${seq - 1},"tree_size":${size},"leaf_hash":"${hashes[0]!}","hashes":[${hashes.slice(1).map((h) => `"${h}"`).join(',')}],"checkpoint":${checkpoint}}`,
+          text: `{"seq":${seq},"leaf_index":${seq - 1},"tree_size":${size},"leaf_hash":"${hashes.slice(0, 64)}","hashes":[${jsonItems(hashes, 1)}],"checkpoint":${checkpoint}}`,
           contentType: 'application/json',
         };
       },
