@@ -62,6 +62,8 @@ const envSchema = z.object({
   VIGIL_CHECKPOINT_SECONDS: z.coerce.number().int().min(1).default(60),
   VIGIL_TREE_CACHE_MB: z.coerce.number().int().min(0).max(1_048_576).default(64),
   VIGIL_STRICT_AUDIT: flag,
+  VIGIL_METRICS_TOKEN: z.string().min(16, 'at least 16 characters (it guards GET /metrics; e.g. openssl rand -hex 32)').regex(/^\S+$/, 'no spaces').optional(),
+  VIGIL_METRICS_ORG_LABELS: flag,
   VIGIL_WEBHOOK_RETRY_SCHEDULE: schedule,
   VIGIL_WEBHOOK_ALLOW_PRIVATE: flag,
   VIGIL_BOOTSTRAP_ORG: z.string().min(1).optional(),
@@ -101,6 +103,11 @@ export interface Config {
   treeCacheBytes: number;
   /** VIGIL_STRICT_AUDIT: audit routes need an audit:read or admin key (least privilege), not any key. */
   strictAudit: boolean;
+  /**
+   * GET /metrics (DESIGN §11): served only when VIGIL_METRICS_TOKEN is set, to that token as Bearer;
+   * null otherwise (nothing is counted then). `orgLabels` (VIGIL_METRICS_ORG_LABELS) adds org names.
+   */
+  metrics: { token: string; orgLabels: boolean } | null;
   /** The transparency log's Ed25519 key (a PKCS#8 PEM file); absent: `log-key.pem` in the data dir, made on first start. */
   logKeyPath: string | undefined;
   webhookRetrySchedule: number[];
@@ -166,6 +173,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     checkpointSeconds: e.VIGIL_CHECKPOINT_SECONDS,
     treeCacheBytes: e.VIGIL_TREE_CACHE_MB * 1024 * 1024,
     strictAudit: e.VIGIL_STRICT_AUDIT,
+    metrics: e.VIGIL_METRICS_TOKEN === undefined ? null : { token: e.VIGIL_METRICS_TOKEN, orgLabels: e.VIGIL_METRICS_ORG_LABELS },
     logKeyPath: e.VIGIL_LOG_KEY,
     webhookRetrySchedule: e.VIGIL_WEBHOOK_RETRY_SCHEDULE,
     webhookAllowPrivate: e.VIGIL_WEBHOOK_ALLOW_PRIVATE,

@@ -30,6 +30,7 @@ import type { Route } from './http/router.js';
 import { startHttpServer } from './http/server.js';
 import { checkReceiverUrl, type Lookup } from './net/receiver-address.js';
 import { createLogger, type Logger } from './log.js';
+import { Metrics } from './metrics.js';
 import { Registry, USE_FLUSH_MS } from './services/registry.js';
 import { nativeSha256Nodes, nativeSha256Rows } from './store/batch-hash.js';
 import { openLmdb } from './store/lmdb.js';
@@ -125,6 +126,18 @@ async function start(config: Config, log: Logger, options: RuntimeOptions, lock:
   const commands: CommandRouter = cluster?.commands ?? new LocalCommandRouter();
   const mode = cluster === null ? 'embedded' : 'cluster';
   const digest = policyDigest(POLICY_V1);
+  // GET /metrics (VIGIL_METRICS_TOKEN): read from the actors when scraped; nothing is made without the token.
+  const metrics: Metrics | null =
+    config.metrics === null
+      ? null
+      : new Metrics(
+          {
+            writerDepths: () => actors.depths(),
+            deliveriesQueued: () => deliveries.waiting,
+            replicationLag: cluster === null ? undefined : () => cluster.replica.lag(),
+          },
+          { orgLabels: config.metrics.orgLabels },
+        );
   const actors = new OrgActors(ledger, {
     ...(cluster === null ? {} : { fromReplay: false, onConflict: NOT_OWNER }),
     log,
@@ -138,6 +151,7 @@ async function start(config: Config, log: Logger, options: RuntimeOptions, lock:
     afterAppend: (org, rows) => deliveries.onCommitted(org, rows),
     // Idempotency keys: the index this node's ledger writes with the rows (cluster: the replica's).
     findKey: (org, key) => store.ledger.findKey(org, key),
+    committed: metrics === null ? undefined : (records, seconds) => metrics.committed(records, seconds),
   });
   if (cluster === null) opened.push(() => commands.close());
   const directory = new AgentDirectory();
@@ -158,7 +172,7 @@ async function start(config: Config, log: Logger, options: RuntimeOptions, lock:
     },
     now,
   });
-  const deliveries = new DeliveryActor(webhookStore, webhooks, {
+  const deliveries: DeliveryActor = new DeliveryActor(webhookStore, webhooks, {
     schedule: config.webhookRetrySchedule,
     allowPrivate: config.webhookAllowPrivate,
     timeoutMs: options.webhookTimeoutMs ?? 10_000,
@@ -168,6 +182,7 @@ async function start(config: Config, log: Logger, options: RuntimeOptions, lock:
     newId: randomUUID,
     ...(lookup === undefined ? {} : { lookup }),
     ...(cluster === null ? {} : { scope: cluster.deliveryScope() }),
+    attempted: metrics === null ? undefined : (outcome) => metrics.delivery(outcome),
     log,
   });
   opened.push(() => deliveries.close());
@@ -271,6 +286,7 @@ async function start(config: Config, log: Logger, options: RuntimeOptions, lock:
       studio,
       scoringKeys: cluster?.stores.scoringKeys ?? new LmdbScoringKeyStore(store.env),
       now,
+      metrics: metrics === null || config.metrics === null ? null : { metrics, token: config.metrics.token },
       verifyChain: (org, length, agentId, watchHead) => verifyChain(store.ledger, org, length, agentId, watchHead),
     };
   }).catch((error: unknown) => {

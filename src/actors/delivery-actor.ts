@@ -32,6 +32,8 @@ export interface DeliveryOptions {
   log: Logger;
   /** Backoff between rewrites after a failed delivery write (ms); tests shorten it. */
   storeRetry?: { firstMs: number; maxMs: number };
+  /** Told each attempt's outcome (GET /metrics). */
+  attempted?: ((outcome: 'delivered' | 'retry' | 'dead' | 'cancelled') => void) | undefined;
   /** Cluster mode: this node makes, stores and sends the deliveries of the orgs it owns only (DeliveryOwnership). */
   scope?: DeliveryScope;
 }
@@ -124,6 +126,11 @@ export class DeliveryActor {
   /** Cluster mode: partitions lost; stops sending their orgs' deliveries at once. */
   release(which: (org: string) => boolean): void {
     this.owned?.release(which);
+  }
+
+  /** Deliveries waiting for an attempt on this node. */
+  get waiting(): number {
+    return this.queued.size;
   }
 
   /** Per org, the seq up to which the ledger was already turned into stored deliveries. */
@@ -289,6 +296,7 @@ export class DeliveryActor {
     if (next.status === 'queued' && this.webhooks.get(next.org, next.webhook_id)?.active !== true) {
       next = { ...next, status: 'cancelled' };
     }
+    this.options.attempted?.(next.status === 'queued' ? 'retry' : next.status);
     if (this.owned !== null && this.owned.current(d.org) !== epoch) {
       // The org changed hands while this attempt was out: its new owner makes it again (same id).
       this.options.log.info({ org: d.org, delivery: d.id, status: next.status }, 'delivery attempt not recorded: the org moved to another node');

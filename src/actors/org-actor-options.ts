@@ -46,4 +46,6 @@ export interface OrgActorOptions {
    * batches in flight, and in cluster mode rows the local replica has not received yet, are found.
    */
   findKey?: (org: string, key: string) => KeyedEvent | undefined;
+  /** Told of each durable batch: its records, and the seconds from leaving the queue to durable (GET /metrics). */
+  committed?: ((records: number, seconds: number) => void) | undefined;
 }

@@ -36,6 +36,11 @@ export class OrgActors {
     recovery.fence = fence;
   };
 
+  /** Each running writer's commands waiting or in flight, by org. */
+  *depths(): IterableIterator<[string, number]> {
+    for (const [org, actor] of this.actors) if (actor instanceof OrgLedgerActor) yield [org, actor.depth];
+  }
+
   /** Seeds an org's replay from a checkpoint; the replay then continues after its seq. */
   restore(org: string, snapshot: WriterSnapshot): void {
     this.replaying?.set(org, OrgRecovery.from(this.options.policy, snapshot));

@@ -48,6 +48,8 @@ export class OrgLedgerActor {
   private lastRecordedMs = 0;
   private queue: Pending[] = [];
   private inflight = 0;
+  /** Commands of the batches in flight. */
+  private inflightCommands = 0;
   /** Settles when every launched batch has been answered, in launch order. */
   private tail: Promise<void> = Promise.resolve();
   private broken = false;
@@ -98,6 +100,11 @@ export class OrgLedgerActor {
         setImmediate(this.pumpLater);
       }
     });
+  }
+
+  /** Commands waiting or in flight (GET /metrics' writer queue depth). */
+  get depth(): number {
+    return this.queue.length + this.inflightCommands;
   }
 
   /** Every command that arrives in one event-loop turn joins one batch. */
@@ -161,6 +168,8 @@ export class OrgLedgerActor {
     const snapshot = waiters.length > 0 ? this.snapshotNow() : null;
 
     this.inflight++;
+    this.inflightCommands += batch.length;
+    const started = this.options.committed === undefined ? 0 : performance.now();
     const appended: Promise<string | Fence> =
       rows.length === 0
         ? Promise.resolve(expected)
@@ -172,7 +181,9 @@ export class OrgLedgerActor {
       .then(() => appended)
       .then(async (result) => {
         this.inflight--;
+        this.inflightCommands -= batch.length;
         if (typeof result === 'number' && !this.broken) {
+          if (rows.length > 0) this.options.committed?.(rows.length, (performance.now() - started) / 1000);
           if (this.foretell === undefined) this.fence = result;
           if (rows.length > 0) await this.stored(rows);
           if (rows.length > 0) this.recentKeys.durableThrough(rows[rows.length - 1]!.seq);

@@ -18,6 +18,7 @@ import type { ScoringKeyStore } from '../record-scoring/key-store.js';
 import type { ChainCheck } from '../store/verify-chain.js';
 import type { WebhookStore } from '../store/webhook-store.js';
 import type { Logger } from '../log.js';
+import type { Metrics } from '../metrics.js';
 
 /** What route handlers may use. Chosen by the composition root (runtime.ts). */
 export interface AppDeps {
@@ -47,6 +48,8 @@ export interface AppDeps {
   /** Sandbox keys of the record-scoring interface (/api/v1). */
   scoringKeys: ScoringKeyStore;
   now: () => number;
+  /** GET /metrics and its token (VIGIL_METRICS_TOKEN); null when unset: nothing counted, no route. */
+  metrics: { metrics: Metrics; token: string } | null;
   /** Recomputes an org's chain up to `length` (in parallel on a large ledger). */
   verifyChain: (org: string, length: number, agentId: string | null, watchHead: Buffer | null) => Promise<ChainCheck>;
 }

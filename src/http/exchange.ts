@@ -1,5 +1,6 @@
 import type { HttpResponse } from 'uWebSockets.js';
 import type { Logger } from '../log.js';
+import type { RouteObserver } from './observe.js';
 
 /** One request's answer in progress, and what is known of its connection. */
 export interface Exchange {
@@ -13,12 +14,22 @@ export interface Exchange {
   paused?: boolean;
   /** Close the connection after this answer (what follows on it cannot be trusted). */
   close?: boolean;
+  /** Set while an observed request (GET /metrics, access log) awaits its answer; see RouteObserver. */
+  observer?: RouteObserver | undefined;
+  /** performance.now() when the request was routed (observed requests). */
+  started?: number;
+  /** The path and query asked for (observed requests, for the access line). */
+  url?: string;
+  /** The id of the caller's key (observed requests, for the access line). */
+  keyId?: string;
 }
 
 /** Records that the client is gone: uWebSockets.js needs this before a handler returns unanswered. */
 export function watchAbort(exchange: Exchange): void {
   exchange.res.onAborted(() => {
     exchange.aborted = true;
+    // Counted as nginx does a client that left first.
+    exchange.observer?.answered(exchange, 499);
   });
 }
 

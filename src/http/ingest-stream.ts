@@ -134,7 +134,7 @@ function take(ws: uws.WebSocket<StreamConn>, conn: StreamConn, bytes: Buffer, is
   const slot: StreamConn['answers'][number] = { frame: null, counts: true };
   conn.answers.push(slot);
   conn.inFlight++;
-  ingestEvents(deps, conn.org, parsed.data.events, conn.gone, conn.receipt).then(
+  ingestEvents(deps, conn.org, parsed.data.events, conn.gone, conn.receipt, 'stream').then(
     (results) => {
       slot.frame = { id: parsed.data.id, results };
       flush(ws, conn);

@@ -9,6 +9,8 @@ import { awaitAnswer, resumeReading, statusLine, watchAbort, type Exchange } fro
 import type { RateLimiter } from './rate-limit.js';
 import { streamLines } from './stream.js';
 import type { Logger } from '../log.js';
+import type { Metrics } from '../metrics.js';
+import { RouteObserver } from './observe.js';
 
 /** `none`: public; `key`: any valid key; a scope: a key holding that scope. */
 export type Auth = 'none' | 'key' | Scope;
@@ -64,6 +66,13 @@ export interface RouterDeps {
   caughtUp?: ((org: string) => Promise<void>) | undefined;
   /** VIGIL_STRICT_AUDIT: audit routes need the audit:read (or admin) scope rather than any key. */
   strictAudit?: boolean;
+  /** GET /metrics' counters, when VIGIL_METRICS_TOKEN is set. */
+  metrics?: Metrics | null;
+}
+
+/** A route's method as HTTP names it (metrics labels, access lines). */
+export function httpMethod(method: Route['method']): string {
+  return method === 'del' ? 'DELETE' : method.toUpperCase();
 }
 
 const NO_KEY = undefined as unknown as KeyRecord;
@@ -82,6 +91,7 @@ export function mount(app: TemplatedApp, route: Route, deps: RouterDeps): void {
     names: [...route.path.matchAll(/:([A-Za-z_]+)/g)].map((m) => m[1]!),
     hasBody: route.method === 'post' || route.method === 'patch' || route.method === 'put',
     wanted: route.headers ?? COMMON_HEADERS,
+    observer: RouteObserver.of(deps.metrics ?? null, deps.log, httpMethod(route.method), route.path),
   };
   app[route.method](route.path, (res: HttpResponse, req: HttpRequest) => handle(mounted, res, req));
 }
@@ -92,10 +102,12 @@ interface Mounted {
   names: string[];
   hasBody: boolean;
   wanted: readonly string[];
+  observer: RouteObserver | null;
 }
 
 function handle(m: Mounted, res: HttpResponse, req: HttpRequest): void {
   const exchange: Exchange = { res, aborted: false, inHandler: true, log: m.deps.log };
+  if (m.observer !== null) m.observer.begin(exchange, req);
   // Everything needed from `req` is copied now: it is invalid after this function returns.
   const headers: Record<string, string> = {};
   for (const name of m.wanted) {
@@ -117,7 +129,10 @@ function handle(m: Mounted, res: HttpResponse, req: HttpRequest): void {
     connection: exchange,
   };
   try {
-    if (m.route.auth !== 'none') ctx.key = authorize(m.route.auth, headers.authorization ?? '', m.deps, m.route);
+    if (m.route.auth !== 'none') {
+      ctx.key = authorize(m.route.auth, headers.authorization ?? '', m.deps, m.route);
+      if (m.observer !== null) exchange.keyId = ctx.key.id;
+    }
   } catch (error) {
     sendError(exchange, error);
     return;
@@ -275,4 +290,5 @@ function send(exchange: Exchange, status: number, contentType: string, body: str
   if (body.length > 0 || status !== 304) res.writeHeader('content-type', contentType);
   if (headers !== undefined) for (const name in headers) res.writeHeader(name, headers[name]!);
   res.end(body, exchange.close === true);
+  exchange.observer?.answered(exchange, status);
 }

@@ -3,6 +3,8 @@ import { VigilError } from '../errors.js';
 import type { AppDeps } from './deps.js';
 import { RateLimiter } from './rate-limit.js';
 import { badFraming, mount, sendError, type Route } from './router.js';
+import { watchAbort, type Exchange } from './exchange.js';
+import { RouteObserver } from './observe.js';
 import { agentRoutes } from './routes/agents.js';
 import { auditRoutes } from './routes/audit.js';
 import { billingRoutes } from './routes/billing.js';
@@ -39,13 +41,13 @@ export interface HttpServer {
 export async function startHttpServer(host: string, port: number, log: Logger, makeDeps: (port: number) => Promise<AppDeps>): Promise<HttpServer> {
   const app = uws.App();
   let ready = false;
+  let unmatched: RouteObserver | null = null;
   // uWebSockets.js matches the most specific route whatever the order of registration, so this
   // catch-all only sees what no route mounted later takes.
   app.any('/*', (res, req) => {
-    const exchange = { res, aborted: false, log };
-    res.onAborted(() => {
-      exchange.aborted = true;
-    });
+    const exchange: Exchange = { res, aborted: false, log };
+    unmatched?.begin(exchange, req);
+    watchAbort(exchange);
     if (badFraming(exchange, req)) return;
     const error = ready
       ? new VigilError('not_found', `no route for ${req.getMethod().toUpperCase()} ${req.getUrl()}`)
@@ -63,7 +65,9 @@ export async function startHttpServer(host: string, port: number, log: Logger, m
   const close = (): void => uws.us_listen_socket_close(socket);
   let routes: Route[];
   try {
-    routes = mountAll(app, await makeDeps(bound));
+    const deps = await makeDeps(bound);
+    routes = mountAll(app, deps);
+    unmatched = RouteObserver.of(deps.metrics?.metrics ?? null, log, 'ANY', '(unmatched)');
     ready = true;
   } catch (error) {
     close();
@@ -76,7 +80,15 @@ function mountAll(app: uws.TemplatedApp, deps: AppDeps): Route[] {
   const keyLimiter =
     deps.config.keyRateLimitPerSecond > 0 ? new RateLimiter(deps.config.keyRateLimitPerSecond, 1000) : null;
   const routes = appRoutes(deps);
-  const routerDeps = { registry: deps.registry, keyLimiter, now: deps.now, log: deps.log, caughtUp: deps.caughtUp, strictAudit: deps.config.strictAudit };
+  const routerDeps = {
+    registry: deps.registry,
+    keyLimiter,
+    now: deps.now,
+    log: deps.log,
+    caughtUp: deps.caughtUp,
+    strictAudit: deps.config.strictAudit,
+    metrics: deps.metrics?.metrics ?? null,
+  };
   for (const route of routes) mount(app, route, routerDeps);
   mountIngestStream(app, deps, routerDeps);
   return routes;
@@ -85,7 +97,7 @@ function mountAll(app: uws.TemplatedApp, deps: AppDeps): Route[] {
 /** Every route the service mounts for these deps (the test matrices are generated from it). */
 export function appRoutes(deps: AppDeps): Route[] {
   const gate = publicGate(deps);
-  return [
+  const routes: Route[] = [
     ...systemRoutes(deps),
     ...agentRoutes(deps),
     ...ingestRoutes(deps),
@@ -101,4 +113,5 @@ export function appRoutes(deps: AppDeps): Route[] {
     // Demo routes exist only in demo mode: otherwise their paths fall through to the 404.
     ...(deps.studio === null ? [] : demoRoutes({ studio: deps.studio })),
   ];
+  return routes;
 }

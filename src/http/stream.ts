@@ -43,6 +43,7 @@ export async function streamLines(
       resumeReading(exchange);
       res.end(buffer);
     });
+    exchange.observer?.answered(exchange, status);
   }
 }
 

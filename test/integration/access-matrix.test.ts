@@ -10,7 +10,7 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import type { Route } from '../../src/http/router.js';
 import { errorBodyProblem, errorCode } from '../support/answer-rules.js';
-import { headSeq, orgSnapshot, seedOrg, settingUp, startTargetServer } from '../support/org-fixture.js';
+import { headSeq, METRICS_TOKEN, orgSnapshot, seedOrg, settingUp, startTargetServer } from '../support/org-fixture.js';
 import { caseOf, findCase, httpMethod, routeKey, target, unknownRoutes, wrongAuth, type OrgIds } from '../support/route-table.js';
 import { send, type Answer } from '../support/send.js';
 import { ADMIN_KEY, call, ORG, runCli } from '../support/server.js';
@@ -110,6 +110,7 @@ const BAD_AUTHORIZATION: [string, string | null][] = [
   ['the admin key without a scheme', ADMIN_KEY],
   ['the admin key and more', `Bearer ${ADMIN_KEY} ${ADMIN_KEY}`],
   ['a sandbox key of the scoring interface', `Bearer ${sandboxKey}`],
+  ['the metrics token', `Bearer ${METRICS_TOKEN}`],
 ];
 
 describe('keyed routes without a valid key: 401', () => {
@@ -182,7 +183,7 @@ describe('public routes sent a key anyway', () => {
       const withVigilKey = await sendAs(route, a.ids, `Bearer ${ADMIN_KEY}`);
       expect(withVigilKey.status, withVigilKey.text.slice(0, 200)).toBe(withKey);
       if (withKey! >= 400) expect(errorBodyProblem(withVigilKey)).toBeNull();
-      const plain = await sendAs(route, a.ids, ownKey === 'sandbox' ? `Bearer ${sandboxKey}` : null);
+      const plain = await sendAs(route, a.ids, ownKey === 'sandbox' ? `Bearer ${sandboxKey}` : ownKey === 'metrics' ? `Bearer ${METRICS_TOKEN}` : null);
       expect(plain.status, plain.text.slice(0, 200)).toBeLessThan(300);
     });
   }

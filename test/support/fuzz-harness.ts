@@ -1,6 +1,6 @@
 import type { Route } from '../../src/http/router.js';
 import { errorBodyProblem, isDocumented503 } from './answer-rules.js';
-import { headSeq, seedOrg, settingUp, startTargetServer } from './org-fixture.js';
+import { headSeq, METRICS_TOKEN, seedOrg, settingUp, startTargetServer } from './org-fixture.js';
 import type { Receiver } from './receiver.js';
 import { caseOf, routeKey, type OrgIds } from './route-table.js';
 import { describeRequest, send, type Answer, type Outgoing } from './send.js';
@@ -72,7 +72,10 @@ async function prepare(server: TestServer, receiver: Receiver, close: () => Prom
 
 /** The key a route is called with: the one its auth needs (a single-scope key), or none. */
 export function keyFor(target: FuzzTarget, route: Route, anyKey: 'events:write' | 'review' | 'admin' = 'review'): string | null {
-  if (route.auth === 'none') return caseOf(route).ownKey === 'sandbox' ? target.sandboxKey : null;
+  if (route.auth === 'none') {
+    const own = caseOf(route).ownKey;
+    return own === 'sandbox' ? target.sandboxKey : own === 'metrics' ? METRICS_TOKEN : null;
+  }
   // No route is mounted with auth audit:read (audit routes are `key` routes marked `audit`).
   return target.keys[route.auth === 'key' ? anyKey : (route.auth as 'events:write' | 'review' | 'admin')];
 }

@@ -18,6 +18,9 @@ export const RECEIVER_LOOKUP: Lookup = async (hostname) => {
   throw Object.assign(new Error(`getaddrinfo ENOTFOUND ${hostname}`), { code: 'ENOTFOUND' });
 };
 
+/** The metrics token of the target server (GET /metrics). */
+export const METRICS_TOKEN = 'fuzz-metrics-token-0123456789';
+
 /**
  * The real service as the hostile-input suites need it: demo mode (every route mounted), a
  * loopback webhook receiver, public reads not rate limited (the limit has its own tests).
@@ -28,6 +31,8 @@ export async function startTargetServer(): Promise<{ server: TestServer; receive
   const server = await startServer(
     {
       VIGIL_DEMO: '1',
+      // GET /metrics mounted (the route table knows it).
+      VIGIL_METRICS_TOKEN: METRICS_TOKEN,
       // Receivers resolve through RECEIVER_LOOKUP only (receiver.test → 127.0.0.1), and the fuzz
       // sends no IP literal but loopback: no delivery leaves the machine.
       VIGIL_WEBHOOK_ALLOW_PRIVATE: '1',

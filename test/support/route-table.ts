@@ -48,7 +48,7 @@ export interface RouteCase {
   /** Auth `none` only: the status when a valid Vigil key is sent anyway. */
   withKey?: number;
   /** The route reads its own key (not a Vigil key): `sandbox` for the record-scoring interface. */
-  ownKey?: 'sandbox';
+  ownKey?: 'sandbox' | 'metrics';
   /** Body paths whose contents are free JSON (no type to get wrong below them). */
   freeform?: string[];
   /** Answers a 404 as an HTML page (a page for humans), not as the JSON error body. */
@@ -81,6 +81,8 @@ const chatAgent = (ids: OrgIds): RouteRequest => ({ params: { agent_id: ids.chat
 
 export const ROUTE_CASES: Readonly<Record<string, RouteCase>> = {
   'GET /health': { auth: 'none', withKey: 200, request: none },
+  // Mounted with VIGIL_METRICS_TOKEN (the target server sets METRICS_TOKEN); an API key is no way in.
+  'GET /metrics': { auth: 'none', withKey: 401, ownKey: 'metrics', request: none },
   'GET /orgs/me': { auth: 'key', request: none },
   'POST /admin/keys': { auth: 'admin', request: (_, fresh) => ({ body: { scopes: ['review'], name: `key ${fresh()}` } }) },
   'GET /admin/keys': { auth: 'admin', request: none },

@@ -21,6 +21,7 @@ describe('loadConfig', () => {
       streamIdleSeconds: 120,
       treeCacheBytes: 64 * 1024 * 1024,
       strictAudit: false,
+      metrics: null,
       cluster: undefined,
       bootstrap: undefined,
     });
@@ -63,6 +64,16 @@ describe('loadConfig', () => {
       strictAudit: true,
       baseUrl: 'http://0.0.0.0:9090',
     });
+  });
+
+  it('turns GET /metrics on with VIGIL_METRICS_TOKEN (16 characters at least, no spaces), org labels with VIGIL_METRICS_ORG_LABELS', () => {
+    expect(loadConfig({ VIGIL_METRICS_TOKEN: 'a'.repeat(16) }).metrics).toEqual({ token: 'a'.repeat(16), orgLabels: false });
+    expect(loadConfig({ VIGIL_METRICS_TOKEN: 'a'.repeat(16), VIGIL_METRICS_ORG_LABELS: '1' }).metrics).toEqual({ token: 'a'.repeat(16), orgLabels: true });
+    // Org labels alone turn nothing on.
+    expect(loadConfig({ VIGIL_METRICS_ORG_LABELS: '1' }).metrics).toBeNull();
+    for (const token of ['short', 'sixteen chars  x with spaces']) {
+      expect(() => loadConfig({ VIGIL_METRICS_TOKEN: token }), token).toThrow(/VIGIL_METRICS_TOKEN/);
+    }
   });
 
   it('reads cluster mode from VIGIL_NATS_URL, with the DESIGN §8 defaults', () => {

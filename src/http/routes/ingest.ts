@@ -11,7 +11,7 @@ import { validate } from '../validate.js';
 /** The most events one `POST /events/batch` (or one stream frame) carries (DESIGN §9). */
 export const MAX_BATCH_EVENTS = 1000;
 
-const batchBody = z.strictObject({
+export const batchBody = z.strictObject({
   events: z.array(z.unknown()).min(1, 'send at least one event').max(MAX_BATCH_EVENTS, `at most ${MAX_BATCH_EVENTS} events`),
 });
 
@@ -28,7 +28,7 @@ const RECEIPT_APPLIED = { 'preference-applied': 'receipt' };
  * reach the writer in one event-loop turn, so they share its group commit.
  */
 export function ingestRoutes(deps: AppDeps): Route[] {
-  const ingest: Route['handler'] = async ({ key, body, headers, connection }) => {
+  const ingestOne: Route['handler'] = async ({ key, body, headers, connection }) => {
     const event = withHeaderKey(validate(ingestEventBody, body), headers['idempotency-key']);
     const receipt = prefersReceipt(headers.prefer);
     const reply = await deps.commands.request({ type: 'event.ingest', org: key.org, event, ...(receipt ? { receipt } : {}) }, { abandoned: connection });
@@ -36,6 +36,21 @@ export function ingestRoutes(deps: AppDeps): Route[] {
     if (!receipt) return { body: result };
     return { body: withReceipt(deps, key.org, result, reply), headers: RECEIPT_APPLIED };
   };
+  const metrics = deps.metrics?.metrics ?? null;
+  const ingest: Route['handler'] =
+    metrics === null
+      ? ingestOne
+      : async (ctx) => {
+          metrics.ingestCall('http', 1);
+          try {
+            const answer = await ingestOne(ctx);
+            metrics.ingested(ctx.key.org, (answer as { body: IngestResult }).body.gate_status);
+            return answer;
+          } catch (error) {
+            metrics.ingested(ctx.key.org, 'refused');
+            throw error;
+          }
+        };
   const batch: Route['handler'] = async ({ key, body, headers, connection }) => {
     const { events } = validate(batchBody, body);
     const receipt = prefersReceipt(headers.prefer);
@@ -67,7 +82,14 @@ function withReceipt(deps: AppDeps, org: string, result: IngestResult, reply: Or
  * Each event validated alone and sent to the writer in order, in one turn (one group commit);
  * the outcomes in the order of `events`. A bad event gets its error; the others are not affected.
  */
-export async function ingestEvents(deps: AppDeps, org: string, events: readonly unknown[], connection: { readonly aborted: boolean }, receipt = false): Promise<EventOutcome[]> {
+export async function ingestEvents(
+  deps: AppDeps,
+  org: string,
+  events: readonly unknown[],
+  connection: { readonly aborted: boolean },
+  receipt = false,
+  transport: 'http' | 'stream' = 'http',
+): Promise<EventOutcome[]> {
   const outcomeOf = receipt ? (reply: OrgReply) => (reply.ok ? withReceipt(deps, org, reply.value as IngestResult, reply) : refusalOutcome(reply)) : plainOutcome;
   const pending = events.map((raw, i): Promise<EventOutcome> => {
     let event: IngestEventBody;
@@ -78,7 +100,13 @@ export async function ingestEvents(deps: AppDeps, org: string, events: readonly 
     }
     return deps.commands.request({ type: 'event.ingest', org, event, ...(receipt ? { receipt } : {}) }, { abandoned: connection }).then(outcomeOf).catch(errorOutcome);
   });
-  return Promise.all(pending);
+  const outcomes = await Promise.all(pending);
+  const metrics = deps.metrics?.metrics;
+  if (metrics !== undefined) {
+    metrics.ingestCall(transport, events.length);
+    for (const outcome of outcomes) metrics.ingested(org, 'error' in outcome ? 'refused' : outcome.gate_status);
+  }
+  return outcomes;
 }
 
 function plainOutcome(reply: OrgReply): EventOutcome {

@@ -1,4 +1,6 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
 import { VERSION } from '../../version.js';
+import { VigilError } from '../../errors.js';
 import { createKeyBody } from '../../domain/schemas.js';
 import type { AppDeps } from '../deps.js';
 import type { Route } from '../router.js';
@@ -6,9 +8,10 @@ import { collection } from './collection.js';
 import { validate } from '../validate.js';
 
 
-/** Health, the caller's org, and its keys: created, listed, revoked. */
+/** Health, metrics, the caller's org, and its keys: created, listed, revoked. */
 export function systemRoutes(deps: AppDeps): Route[] {
   return [
+    ...(deps.metrics === null ? [] : [metricsRoute(deps.metrics)]),
     {
       method: 'get',
       path: '/health',
@@ -56,4 +59,28 @@ export function systemRoutes(deps: AppDeps): Route[] {
       handler: async ({ key, params }) => ({ body: await deps.registry.revokeOwnKey(key.org, params.key_id ?? '') }),
     },
   ];
+}
+
+/**
+ * `GET /metrics` (DESIGN §11): Prometheus text for a scraper sending VIGIL_METRICS_TOKEN as Bearer
+ * (compared in constant time); mounted only when the token is set, so without it the path is a 404.
+ */
+function metricsRoute({ metrics, token }: NonNullable<AppDeps['metrics']>): Route {
+  const expected = digest(token);
+  return {
+    method: 'get',
+    path: '/metrics',
+    auth: 'none',
+    handler: async ({ headers }) => {
+      const sent = /^Bearer\s+(\S+)\s*$/i.exec(headers.authorization ?? '')?.[1];
+      if (sent === undefined) throw new VigilError('unauthorized', 'send the metrics token (VIGIL_METRICS_TOKEN) as Authorization: Bearer <token>');
+      if (!timingSafeEqual(digest(sent), expected)) throw new VigilError('unauthorized', 'wrong metrics token');
+      const { text, contentType } = await metrics.scrape();
+      return { text, contentType, headers: { 'cache-control': 'no-store' } };
+    },
+  };
+}
+
+function digest(text: string): Buffer {
+  return createHash('sha256').update(text).digest();
 }
