@@ -18,6 +18,7 @@ import { reviewRoutes } from './routes/reviews.js';
 import { demoRoutes } from './routes/studio.js';
 import { systemRoutes } from './routes/system.js';
 import { transparencyRoutes } from './routes/transparency.js';
+import { docsRoutes } from './routes/docs.js';
 import { webhookRoutes } from './routes/webhooks.js';
 import type { Logger } from '../log.js';
 
@@ -113,5 +114,7 @@ export function appRoutes(deps: AppDeps): Route[] {
     // Demo routes exist only in demo mode: otherwise their paths fall through to the 404.
     ...(deps.studio === null ? [] : demoRoutes({ studio: deps.studio })),
   ];
+  // The API's description, of every route above and itself.
+  routes.push(...docsRoutes(deps, () => routes));
   return routes;
 }

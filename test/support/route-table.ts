@@ -83,6 +83,11 @@ export const ROUTE_CASES: Readonly<Record<string, RouteCase>> = {
   'GET /health': { auth: 'none', withKey: 200, request: none },
   // Mounted with VIGIL_METRICS_TOKEN (the target server sets METRICS_TOKEN); an API key is no way in.
   'GET /metrics': { auth: 'none', withKey: 401, ownKey: 'metrics', request: none },
+  'GET /openapi.json': { auth: 'none', withKey: 200, request: none },
+  'GET /docs': { auth: 'none', withKey: 200, request: none },
+  'GET /docs/swagger-ui.css': { auth: 'none', withKey: 200, request: none },
+  'GET /docs/swagger-ui-bundle.js': { auth: 'none', withKey: 200, request: none },
+  'GET /docs/docs.js': { auth: 'none', withKey: 200, request: none },
   'GET /orgs/me': { auth: 'key', request: none },
   'POST /admin/keys': { auth: 'admin', request: (_, fresh) => ({ body: { scopes: ['review'], name: `key ${fresh()}` } }) },
   'GET /admin/keys': { auth: 'admin', request: none },

@@ -7,12 +7,12 @@ import type { Route } from '../router.js';
 import { validate } from '../validate.js';
 
 const seqParam = z.string().regex(/^\d{1,15}$/, 'a non-negative integer').transform(Number);
-const exportQuery = z.object({
+export const exportQuery = z.object({
   since_seq: seqParam.optional(),
   until_seq: seqParam.optional(),
   agent_id: agentId.optional(),
 });
-const verifyQuery = z.object({ head: z.string().regex(/^[0-9a-f]{64}$/, 'a 64-character lowercase hex hash').optional() });
+export const verifyQuery = z.object({ head: z.string().regex(/^[0-9a-f]{64}$/, 'a 64-character lowercase hex hash').optional() });
 
 
 /** Ledger export (JSON Lines, streamed) and chain verification. */
