@@ -75,14 +75,18 @@ export class MerkleTrees {
       if (found === undefined && this.trees.has(org)) this.rebuild(org, `stripe ${level}/${index} is missing from storage or short`);
       return found;
     };
+    const cached = this.cache.of(org);
     return {
       stripe: (level, index) => this.unstored.get(keyOf(org, level, index))?.stripe.bytes ?? stored(whole(this.store.stripe(org, level, index)), level, index),
       hash: (level, index, slot) => {
-        const key = keyOf(org, level, index);
-        const unstored = this.unstored.get(key)?.stripe.bytes;
-        if (unstored !== undefined) return unstored.subarray(slot * 32, slot * 32 + 32);
+        // Stripes filled and not stored yet (none while nothing is written: no key built then).
+        if (this.unstored.size > 0) {
+          const unstored = this.unstored.get(keyOf(org, level, index))?.stripe.bytes;
+          if (unstored !== undefined) return unstored.subarray(slot * 32, slot * 32 + 32);
+        }
         if (level === 0 || level >= HELD_LEVEL) return stored(this.store.hash(org, level, index, slot), level, index);
-        return stored(this.cached(org, level, index, key), level, index)?.subarray(slot * 32, slot * 32 + 32);
+        const stripe = cached[level]?.[index] ?? this.readIntoCache(org, level, index);
+        return stored(stripe, level, index)?.subarray(slot * 32, slot * 32 + 32);
       },
     };
   }
@@ -96,7 +100,7 @@ export class MerkleTrees {
     this.log.error({ org, error: why }, 'the Merkle tree\'s stored stripes are damaged: they are dropped and the tree rebuilt from the ledger');
     const prefix = keyOf(org, 0, 0).slice(0, org.length + 1);
     for (const key of [...this.unstored.keys()]) if (key.startsWith(prefix)) this.unstored.delete(key);
-    this.cache.drop(prefix);
+    this.cache.drop(org);
     const tree = StripedTree.empty(this.readerOf(org));
     this.trees.set(org, tree);
     this.dropping.add(org);
@@ -212,7 +216,7 @@ export class MerkleTrees {
     for (const stripe of tree.appendAll(rows.map(rowLeafHash), this.hashNodes)) {
       const key = keyOf(org, stripe.level, stripe.index);
       this.unstored.set(key, { org, stripe });
-      if (stripe.level > 0 && stripe.level < HELD_LEVEL) this.cache.put(key, stripe.bytes);
+      if (stripe.level > 0 && stripe.level < HELD_LEVEL) this.cache.put(org, stripe.level, stripe.index, stripe.bytes);
     }
     if (this.unstored.size > 0) this.scheduleStore();
   }
@@ -245,13 +249,10 @@ export class MerkleTrees {
     }
   }
 
-  /** A stored stripe of levels 1 to HELD_LEVEL − 1, from the cache or read into it. */
-  private cached(org: string, level: number, index: number, key: string): Buffer | undefined {
-    let stripe = this.cache.get(key);
-    if (stripe === undefined) {
-      stripe = whole(this.store.stripe(org, level, index));
-      if (stripe !== undefined) this.cache.put(key, stripe);
-    }
+  /** A stored stripe of levels 1 to HELD_LEVEL − 1 the cache lacks, read into it. */
+  private readIntoCache(org: string, level: number, index: number): Buffer | undefined {
+    const stripe = whole(this.store.stripe(org, level, index));
+    if (stripe !== undefined) this.cache.put(org, level, index, stripe);
     return stripe;
   }
 }

@@ -61,14 +61,21 @@ export function splitPoint(n: number): number {
 
 /** Whether n is 2^k for some k ≥ 0, for any safe integer (a 32-bit mask stops at 2^31; Math.log2 alone rounds 2^k ± 1 to k past 2^49). */
 export function isPowerOfTwo(n: number): boolean {
+  // The mask for 32-bit sizes (every proof of a ledger below 2^31 records: the hot path).
+  if (n >= 1 && n <= 0x7fffffff && Number.isInteger(n)) return (n & (n - 1)) === 0;
   return Number.isSafeInteger(n) && n >= 1 && 2 ** Math.round(Math.log2(n)) === n;
+}
+
+/** log2 of a power of two (31 − leading zeros below 2^31). */
+function log2Exact(n: number): number {
+  return n <= 0x7fffffff ? 31 - Math.clz32(n) : Math.round(Math.log2(n));
 }
 
 /** MTH(D[start:end]) for a range the RFC's recursion visits (each complete piece is aligned). */
 function rangeHash(tree: NodeSource, start: number, end: number): Buffer {
   const width = end - start;
   if (isPowerOfTwo(width)) {
-    const level = Math.log2(width);
+    const level = log2Exact(width);
     return tree.node(level, start / width);
   }
   const key = `${start}+${width}`;

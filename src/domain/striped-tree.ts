@@ -50,8 +50,8 @@ export class StripedTree implements NodeSource {
   private readonly open: Buffer[][] = [];
   /** Per level, how many stripes are full (stored, or about to be). */
   private readonly full: number[] = [];
-  /** Full stripes of levels from HELD_LEVEL up, by `level/index`, once read or filled. */
-  private readonly held = new Map<string, Buffer>();
+  /** Full stripes of levels from HELD_LEVEL up, by level and index, once read or filled. */
+  private readonly held: Buffer[][] = [];
   /** Right-edge range hashes computed so far (see NodeSource.ranges). */
   readonly ranges = new Map<string, Buffer>();
   private leaves = 0;
@@ -115,7 +115,7 @@ export class StripedTree implements NodeSource {
         }
         if (row.length === STRIPE_WIDTH) {
           const bytes = Buffer.concat(row, STRIPE_WIDTH * HASH);
-          if (level >= HELD_LEVEL) this.held.set(`${level}/${this.full[level]!}`, bytes);
+          if (level >= HELD_LEVEL) (this.held[level] ??= [])[this.full[level]!] = bytes;
           filled.push({ level, index: this.full[level]!, bytes });
           this.full[level]!++;
           row.length = 0;
@@ -164,12 +164,11 @@ export class StripedTree implements NodeSource {
   }
 
   private stored(level: number, index: number): Buffer {
-    const key = `${level}/${index}`;
-    const held = this.held.get(key);
+    const held = this.held[level]?.[index];
     if (held !== undefined) return held;
     const bytes = this.store.stripe(level, index);
     if (bytes === undefined || bytes.length !== STRIPE_WIDTH * HASH) throw new Error(`stripe ${level}/${index} of the Merkle tree is missing from storage`);
-    if (level >= HELD_LEVEL) this.held.set(key, bytes);
+    if (level >= HELD_LEVEL) (this.held[level] ??= [])[index] = bytes;
     return bytes;
   }
 
