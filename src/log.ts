@@ -11,7 +11,7 @@ export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', '
 export type LogLevel = (typeof LOG_LEVELS)[number];
 
 /** Field paths whose values are replaced by `[redacted]` wherever they appear in a log line. */
-const REDACT = ['authorization', 'key', 'secret', 'api_key', '*.authorization', '*.key', '*.secret', '*.api_key', 'headers.authorization'];
+const REDACT = ['authorization', 'key', 'secret', 'api_key', 'token', 'password', '*.authorization', '*.key', '*.secret', '*.api_key', '*.token', '*.password', 'headers.authorization'];
 
 /**
  * A logger writing JSON lines to `destination` (stdout by default): `{"level":"info","time":

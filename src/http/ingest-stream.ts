@@ -4,7 +4,8 @@ import { z } from 'zod';
 import { VigilError } from '../errors.js';
 import type { AppDeps } from './deps.js';
 import { errorResponse } from './errors.js';
-import { statusLine } from './exchange.js';
+import { statusLine, type Exchange } from './exchange.js';
+import { RouteObserver } from './observe.js';
 import { authorize, type RouterDeps } from './router.js';
 import { ingestEvents, MAX_BATCH_EVENTS, prefersReceipt, type EventOutcome } from './routes/ingest.js';
 
@@ -54,6 +55,8 @@ interface StreamConn {
  * sends them, so frames arriving in one event-loop turn, from any socket, share group commits.
  */
 export function mountIngestStream(app: uws.TemplatedApp, deps: AppDeps, routerDeps: RouterDeps): void {
+  // The upgrade request is a request like any other: counted, and its access line at debug.
+  const observer = RouteObserver.of(routerDeps.metrics ?? null, deps.log, 'GET', STREAM_PATH);
   app.ws<StreamConn>(STREAM_PATH, {
     maxPayloadLength: MAX_MESSAGE_BYTES,
     // Seconds without traffic before uWebSockets.js pings (VIGIL_STREAM_IDLE_SECONDS); a peer that does not answer is closed.
@@ -61,6 +64,8 @@ export function mountIngestStream(app: uws.TemplatedApp, deps: AppDeps, routerDe
     sendPingsAutomatically: true,
     maxBackpressure: 64 * 1024 * 1024,
     upgrade: (res, req, context) => {
+      const seen: Exchange | null = observer === null ? null : { res, aborted: false, log: deps.log };
+      if (seen !== null) observer?.begin(seen, req);
       const authorization = req.getHeader('authorization');
       const key = req.getHeader('sec-websocket-key');
       const offered = req.getHeader('sec-websocket-protocol');
@@ -69,7 +74,9 @@ export function mountIngestStream(app: uws.TemplatedApp, deps: AppDeps, routerDe
       let org: string;
       let protocol: StreamProtocol | '';
       try {
-        org = authorize('events:write', authorization, routerDeps).org;
+        const caller = authorize('events:write', authorization, routerDeps);
+        org = caller.org;
+        if (seen !== null) seen.keyId = caller.id;
         protocol = chooseProtocol(offered);
       } catch (error) {
         const { status, body, headers } = errorResponse(error, deps.log);
@@ -78,10 +85,12 @@ export function mountIngestStream(app: uws.TemplatedApp, deps: AppDeps, routerDe
           for (const name in headers) res.writeHeader(name, headers[name]!);
           res.end(body);
         });
+        if (seen !== null) observer?.answered(seen, status);
         return;
       }
       const conn: StreamConn = { org, binary: protocol === 'vigil.v1+msgpack', receipt, answers: [], inFlight: 0, gone: { aborted: false } };
       res.cork(() => res.upgrade(conn, key, protocol, extensions, context));
+      if (seen !== null) observer?.answered(seen, 101);
     },
     message: (ws, message, isBinary) => {
       const conn = ws.getUserData();

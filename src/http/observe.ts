@@ -55,8 +55,3 @@ export class RouteObserver {
     );
   }
 }
-
-/** Records the answer of `exchange`, if it is observed. */
-export function answered(exchange: Exchange, status: number): void {
-  exchange.observer?.answered(exchange, status);
-}

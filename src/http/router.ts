@@ -91,7 +91,8 @@ export function mount(app: TemplatedApp, route: Route, deps: RouterDeps): void {
     names: [...route.path.matchAll(/:([A-Za-z_]+)/g)].map((m) => m[1]!),
     hasBody: route.method === 'post' || route.method === 'patch' || route.method === 'put',
     wanted: route.headers ?? COMMON_HEADERS,
-    observer: RouteObserver.of(deps.metrics ?? null, deps.log, httpMethod(route.method), route.path),
+    // A collection's trailing-slash twin is the same route: one series, one name in access lines.
+    observer: RouteObserver.of(deps.metrics ?? null, deps.log, httpMethod(route.method), route.path.length > 1 ? route.path.replace(/\/$/, '') : route.path),
   };
   app[route.method](route.path, (res: HttpResponse, req: HttpRequest) => handle(mounted, res, req));
 }

@@ -35,6 +35,8 @@ export async function streamLines(
     }
   } catch (error) {
     exchange.log.error({ err: error }, 'stream failed');
+    // Recorded as the server's failure before the close, which uWebSockets.js reports as an abort.
+    exchange.observer?.answered(exchange, 500);
     if (!exchange.aborted) res.cork(() => res.close());
     return;
   }

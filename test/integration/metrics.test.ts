@@ -40,6 +40,20 @@ function lintProblems(text: string): string[] {
   return code === 0 || problems.length > 0 ? problems : [];
 }
 
+/** The status of an upgrade to GET /events/stream without a key (answered as HTTP, not upgraded). */
+function refusedUpgrade(url: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(url.replace(/^http/, 'ws') + '/events/stream');
+    ws.once('unexpected-response', (_request, response) => {
+      resolve(response.statusCode ?? 0);
+      response.resume();
+      ws.terminate();
+    });
+    ws.once('open', () => reject(new Error('upgraded without a key')));
+    ws.on('error', () => undefined);
+  });
+}
+
 const event = (agent: string, extra: Record<string, unknown> = {}): Record<string, unknown> => ({ agent_id: agent, event_type: 'output_generated', payload: {}, ...extra });
 
 describeModes('GET /metrics', (m) => {
@@ -71,8 +85,7 @@ describeModes('GET /metrics', (m) => {
     expect(res.text).toContain('# TYPE vigil_http_requests_total counter');
   });
 
-  it('passes promtool check metrics on every node', async () => {
-    if (!prometheus) return;
+  (prometheus ? it : it.skip)('passes promtool check metrics on every node', async () => {
     for (const node of server.nodes) {
       const { text } = await scrape(node.url, `Bearer ${TOKEN}`);
       expect(lintProblems(text)).toEqual([]);
@@ -113,6 +126,7 @@ describeModes('GET /metrics', (m) => {
       expect(gates).toHaveLength(9);
       const holds = gates.filter((g) => g === 'hold').length;
       expect((await call(server.url, 'GET', '/no/such/route')).status).toBe(404);
+      expect(await refusedUpgrade(server.url)).toBe(401);
 
       // Each hold is delivered to /ok, and dies at /fail after six attempts (five retries).
       const deliveries = async (outcome: string): Promise<boolean> => (await scrape(server.ownerUrl, `Bearer ${TOKEN}`)).text.includes(`vigil_webhook_deliveries_total{outcome="${outcome}"} ${holds}\n`);
@@ -128,10 +142,13 @@ describeModes('GET /metrics', (m) => {
       expect(await sum('vigil_ingest_batch_events_sum{transport="http"}')).toBe(8);
       expect(await sum('vigil_ingest_batch_events_count{transport="stream"}')).toBe(1);
       expect(await sum('vigil_ingest_batch_events_sum{transport="stream"}')).toBe(2);
-      expect(await sum('vigil_http_requests_total{method="POST",route="/events/",status="200"}')).toBe(4);
-      expect(await sum('vigil_http_request_duration_seconds_count{method="POST",route="/events/",status="200"}')).toBe(4);
+      expect(await sum('vigil_http_requests_total{method="POST",route="/events",status="200"}')).toBe(4);
+      expect(await sum('vigil_http_request_duration_seconds_count{method="POST",route="/events",status="200"}')).toBe(4);
       expect(await sum('vigil_http_requests_total{method="POST",route="/events/batch",status="200"}')).toBe(1);
-      expect(await sum('vigil_http_requests_total{method="POST",route="/agents/",status="201"}')).toBe(1);
+      expect(await sum('vigil_http_requests_total{method="POST",route="/agents",status="201"}')).toBe(1);
+      // The stream's upgrade requests: the one taken, the one refused.
+      expect(await sum('vigil_http_requests_total{method="GET",route="/events/stream",status="101"}')).toBe(1);
+      expect(await sum('vigil_http_requests_total{method="GET",route="/events/stream",status="401"}')).toBe(1);
       expect(await sum('vigil_http_requests_total{route="(unmatched)",status="404"}')).toBeGreaterThanOrEqual(1);
       // The 401s of the first test, on /metrics itself.
       expect(await sum('vigil_http_requests_total{route="/metrics",status="401"}')).toBeGreaterThanOrEqual(4);
@@ -197,6 +214,12 @@ describe('GET /metrics, settings', () => {
     expect(typeof access[0]!.fields!.ms).toBe('number');
     expect(access[1]!.fields).toMatchObject({ method: 'GET', route: '/orgs/me', status: 401 });
     expect(access[1]!.fields!.key_id).toBeUndefined();
+    // The stream's upgrade, taken (101) and refused (401).
+    await streamFrame(server.url, []).catch(() => undefined);
+    expect(await refusedUpgrade(server.url)).toBe(401);
+    const upgrades = lines.filter((l) => l.msg === 'request' && l.fields?.route === '/events/stream');
+    expect(upgrades.map((l) => l.fields!.status)).toEqual([101, 401]);
+    expect(upgrades[0]!.fields!.key_id).toBe(me.body.key.id);
     expect(JSON.stringify(lines)).not.toContain(ADMIN_KEY);
   });
 });

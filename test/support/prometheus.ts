@@ -53,7 +53,10 @@ export interface RunningPrometheus {
   alerts(): Promise<{ name: string; state: string }[]>;
   /** Every rule loaded, with its health (ok, err, unknown) and last error. */
   rules(): Promise<{ name: string; health: string; lastError?: string }[]>;
-  /** Waits until every target was scraped after `since` (Date.now()), and is up. */
+  /**
+   * Waits until every target was scraped twice after `since` (Date.now()), and is up: Prometheus
+   * marks a scrape done before it commits its samples, so the first one may not be queryable yet.
+   */
   scrapedSince(since: number): Promise<void>;
   close(): Promise<void>;
 }
@@ -115,11 +118,12 @@ export async function startPrometheus(targets: string[], token: string, rules: s
       return data.groups.flatMap((g) => g.rules.map((r) => ({ name: r.name, health: r.health, ...(r.lastError ? { lastError: r.lastError } : {}) })));
     },
     async scrapedSince(since) {
+      const interval = 1000;
       await until(
         `Prometheus to scrape ${targets.join(', ')}`,
         async () => {
           const data = await api<{ activeTargets: { health: string; lastScrape: string; lastError: string }[] }>('/api/v1/targets?state=active');
-          return data.activeTargets.length === targets.length && data.activeTargets.every((t) => t.health === 'up' && Date.parse(t.lastScrape) > since);
+          return data.activeTargets.length === targets.length && data.activeTargets.every((t) => t.health === 'up' && Date.parse(t.lastScrape) > since + interval);
         },
         async () => JSON.stringify(await api('/api/v1/targets?state=active')),
       );

@@ -54,7 +54,13 @@ const DOCS_HEADERS = {
  */
 export function docsRoutes(deps: AppDeps, mounted: () => readonly Route[]): Route[] {
   let json: string | null = null;
-  const document = (): string => (json ??= JSON.stringify(openApiDocument([...mounted(), STREAM], OPERATIONS, deps.config.baseUrl).document));
+  const document = (): string => {
+    if (json !== null) return json;
+    const built = openApiDocument([...mounted(), STREAM], OPERATIONS, deps.config.baseUrl);
+    // The tests fail on such a route; a build that has one anyway says so rather than hide it.
+    if (built.undocumented.length > 0) deps.log.warn({ routes: built.undocumented }, 'routes missing from GET /openapi.json (no operation in src/http/openapi)');
+    return (json = JSON.stringify(built.document));
+  };
   const asset = (path: string, contentType: string, read: () => string): Route => {
     let text: string | null = null;
     return { method: 'get', path, auth: 'none', headers: [], handler: () => ({ text: (text ??= read()), contentType, headers: ASSET_HEADERS }) };

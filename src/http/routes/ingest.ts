@@ -100,12 +100,11 @@ export async function ingestEvents(
     }
     return deps.commands.request({ type: 'event.ingest', org, event, ...(receipt ? { receipt } : {}) }, { abandoned: connection }).then(outcomeOf).catch(errorOutcome);
   });
-  const outcomes = await Promise.all(pending);
   const metrics = deps.metrics?.metrics;
-  if (metrics !== undefined) {
-    metrics.ingestCall(transport, events.length);
-    for (const outcome of outcomes) metrics.ingested(org, 'error' in outcome ? 'refused' : outcome.gate_status);
-  }
+  if (metrics === undefined) return Promise.all(pending);
+  const outcomes = await Promise.all(pending);
+  metrics.ingestCall(transport, events.length);
+  for (const outcome of outcomes) metrics.ingested(org, 'error' in outcome ? 'refused' : outcome.gate_status);
   return outcomes;
 }
 
