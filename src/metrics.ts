@@ -1,4 +1,5 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { Gate } from './domain/scoring.js';
 
 /** What the gauges read when scraped. */
 export interface MetricSources {
@@ -12,7 +13,7 @@ export interface MetricSources {
 
 /** How long a scrape waits for the replica's lag (a JetStream request) before leaving it out. */
 const LAG_TIMEOUT_MS = 2000;
-const GATES = ['pass', 'hold', 'alert', 'collapse', 'refused'] as const;
+const GATES = [...Gate, 'refused'] as const;
 const OUTCOMES = ['delivered', 'retry', 'dead', 'cancelled'] as const;
 const SECONDS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 const SIZES = [1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 5000];
@@ -136,7 +137,7 @@ export class Metrics {
   }
 
   /** An event's outcome: its gate decision, or `refused`. */
-  ingested(org: string, gate: string): void {
+  ingested(org: string, gate: (typeof GATES)[number]): void {
     if (this.orgLabels) this.events.inc({ gate, org });
     else this.events.inc({ gate });
   }

@@ -23,6 +23,7 @@ export const DEMO_OPERATIONS: Readonly<Record<string, Operation>> = {
     errors: errors(BODY, 409),
   },
   'POST /api/v1/score': {
+    security: 'sandboxKey',
     summary: 'Score a record',
     description:
       'Scores a record from 0 to 100 across eight trust dimensions and returns a sidecar with the score, tier and audit hash. Nothing of the record is stored. Needs a sandbox key as `Authorization: Bearer vsk_…` (401 without one, 429 `quota_exceeded` once its 100 requests are used: no Retry-After, it never resets). A record that looks like it carries personal health information is refused (422 `phi_refused`, `details` naming each field) and costs nothing; so does any other refusal.',

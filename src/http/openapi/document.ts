@@ -112,15 +112,16 @@ function operationObject(key: string, auth: Route['auth'], path: string, op: Ope
   for (const [name, header] of Object.entries(op.headers ?? {})) {
     parameters.push({ name, in: 'header', required: header.required === true, schema: { type: 'string' }, description: header.description });
   }
+  const description = describeAuth(op.description, auth);
   const responses: Record<string, unknown> = {};
   for (const [status, answer] of Object.entries(op.responses)) responses[status] = answerObject(answer);
   for (const status of op.errors) responses[String(status)] = { $ref: `#/components/responses/Error${status}` };
   return {
     operationId: key.replace(/[^A-Za-z0-9]+/g, '_').replace(/_+$/, '').toLowerCase(),
     summary: op.summary,
-    ...(op.description === undefined && typeof auth !== 'string' ? {} : { description: describeAuth(op.description, auth) }),
+    ...(description === undefined ? {} : { description }),
     tags: [op.tag],
-    security: securityOf(key, auth),
+    security: op.security !== undefined ? [{ [op.security]: [] }] : auth === 'none' ? [] : [{ apiKey: auth === 'key' ? [] : [auth] }],
     ...(parameters.length === 0 ? {} : { parameters }),
     ...(op.body === undefined ? {} : { requestBody: { required: true, content: { 'application/json': { schema: jsonSchema(op.body, 'input') } } } }),
     responses,
@@ -130,12 +131,6 @@ function operationObject(key: string, auth: Route['auth'], path: string, op: Ope
 function describeAuth(description: string | undefined, auth: Route['auth']): string | undefined {
   const needs = auth === 'none' || auth === 'key' ? null : `Needs a key with the \`${auth}\` scope.`;
   return [description, needs].filter((s) => s != null).join('\n\n') || undefined;
-}
-
-function securityOf(key: string, auth: Route['auth']): Record<string, string[]>[] {
-  if (key === 'GET /metrics') return [{ metricsToken: [] }];
-  if (key.startsWith('POST /api/v1/score')) return [{ sandboxKey: [] }];
-  return auth === 'none' ? [] : [{ apiKey: auth === 'key' ? [] : [auth] }];
 }
 
 function answerObject(answer: Answer): Record<string, unknown> {

@@ -50,6 +50,11 @@ export interface Operation {
   params?: Record<string, string>;
   /** Successful answers by status. */
   responses: Record<number, Answer>;
+  /**
+   * A credential other than what the route's auth implies (an API key, or none): the metrics
+   * token, or a record-scoring sandbox key.
+   */
+  security?: 'metricsToken' | 'sandboxKey';
   /** The error statuses it may answer, each with the error body of DESIGN §4. */
   errors: readonly number[];
 }

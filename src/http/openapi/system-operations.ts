@@ -53,6 +53,7 @@ export const SYSTEM_OPERATIONS: Readonly<Record<string, Operation>> = {
     errors: errors(SCOPED, 404),
   },
   'GET /metrics': {
+    security: 'metricsToken',
     summary: 'Prometheus metrics',
     description:
       'Mounted only when VIGIL_METRICS_TOKEN is set (else 404); answers only that token, sent as `Authorization: Bearer <token>` (an API key is refused). Counters and histograms of requests, ingest, batch sizes, commit latency, deliveries and replication lag; org names in labels only with VIGIL_METRICS_ORG_LABELS=1.',
