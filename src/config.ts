@@ -66,6 +66,8 @@ const envSchema = z.object({
   VIGIL_METRICS_ORG_LABELS: flag,
   VIGIL_WEBHOOK_RETRY_SCHEDULE: schedule,
   VIGIL_WEBHOOK_ALLOW_PRIVATE: flag,
+  // Decimals allowed (0.5: twelve hours); a year at most.
+  VIGIL_WEBHOOK_DISABLE_DAYS: z.coerce.number().positive('more than 0 days').max(365, 'at most 365 days').default(5),
   VIGIL_BOOTSTRAP_ORG: z.string().min(1).optional(),
   VIGIL_BOOTSTRAP_KEY: z.string().min(1).optional(),
 });
@@ -112,6 +114,8 @@ export interface Config {
   logKeyPath: string | undefined;
   webhookRetrySchedule: number[];
   webhookAllowPrivate: boolean;
+  /** A webhook failing every attempt for this many days is deactivated (DESIGN §11). */
+  webhookDisableDays: number;
   bootstrap: { org: string; key: string } | undefined;
 }
 
@@ -177,6 +181,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     logKeyPath: e.VIGIL_LOG_KEY,
     webhookRetrySchedule: e.VIGIL_WEBHOOK_RETRY_SCHEDULE,
     webhookAllowPrivate: e.VIGIL_WEBHOOK_ALLOW_PRIVATE,
+    webhookDisableDays: e.VIGIL_WEBHOOK_DISABLE_DAYS,
     bootstrap:
       e.VIGIL_BOOTSTRAP_ORG !== undefined && e.VIGIL_BOOTSTRAP_KEY !== undefined
         ? { org: e.VIGIL_BOOTSTRAP_ORG, key: e.VIGIL_BOOTSTRAP_KEY }

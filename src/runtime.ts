@@ -1,3 +1,4 @@
+import { ownerHandler } from './actors/owner-handler.js';
 import { randomUUID } from 'node:crypto';
 import { AgentDirectory } from './actors/agent-directory.js';
 import { saveCheckpoints } from './actors/checkpoints.js';
@@ -174,6 +175,7 @@ async function start(config: Config, log: Logger, options: RuntimeOptions, lock:
   });
   const deliveries: DeliveryActor = new DeliveryActor(webhookStore, webhooks, {
     schedule: config.webhookRetrySchedule,
+    disableDays: config.webhookDisableDays,
     allowPrivate: config.webhookAllowPrivate,
     timeoutMs: options.webhookTimeoutMs ?? 10_000,
     concurrency: 16,
@@ -213,7 +215,7 @@ async function start(config: Config, log: Logger, options: RuntimeOptions, lock:
   // dir from before them) read the rows they lack.
   const treesStarted = performance.now();
   if (feedTrees) void trees.catchUpAll().then(() => log.info({ ms: Math.round(performance.now() - treesStarted) }, 'Merkle trees caught up with the ledger'));
-  if (cluster === null) commands.serve(actors.handle, { owns: () => true });
+  if (cluster === null) commands.serve(ownerHandler(actors, deliveries), { owns: () => true });
   else cluster.serve(actors, deliveries);
   // Checkpoints now and then bound the replay after a crash; a clean stop saves them too.
   let saved = new Map<string, number>();

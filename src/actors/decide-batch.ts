@@ -1,4 +1,4 @@
-import type { LogEntry, OrgCommand, OrgReply } from '../bus/messages.js';
+import type { LogEntry, LedgerCommand, OrgReply } from '../bus/messages.js';
 import { chainRows, type RowDraft, type Sha256Rows } from '../domain/ledger-batch.js';
 import { rowLeafHash, type LedgerRow } from '../domain/ledger.js';
 import { answerOf, bodyJsonOf, exportResult, planExport, planIngest, planRegister, planUpdate, type Planned } from '../domain/org-decide.js';
@@ -9,7 +9,7 @@ import { digestOfRequest, type KeyedEvent } from '../domain/idempotency.js';
 
 /** A command as the writer queued it. */
 export interface Queued {
-  command: OrgCommand;
+  command: LedgerCommand;
   /** The caller's connection: gone before this command is decided, it is refused unrecorded. */
   abandoned: { readonly aborted: boolean } | undefined;
 }
@@ -128,7 +128,7 @@ function logEntry(row: LedgerRow): LogEntry {
 }
 
 /** An event whose caller asked for a receipt (its reply then carries the record's log entry). */
-function receiptAsked(command: OrgCommand): boolean {
+function receiptAsked(command: LedgerCommand): boolean {
   return command.type === 'event.ingest' && command.receipt === true;
 }
 
@@ -136,7 +136,7 @@ function idempotencyConflict(key: string): OrgReply {
   return { ok: false, code: 'idempotency_conflict', message: `idempotency key ${key} was used before with a different event; nothing was recorded` };
 }
 
-function plan(state: OrgState, command: OrgCommand, at: BatchContext): Planned | Refusal {
+function plan(state: OrgState, command: LedgerCommand, at: BatchContext): Planned | Refusal {
   switch (command.type) {
     case 'agent.register':
       return planRegister(state, command.agent, at.recordedAt, at.limits);

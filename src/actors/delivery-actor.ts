@@ -1,11 +1,13 @@
+import type { DeliveryRetryCommand, NotOwner, ReplyTo } from '../bus/messages.js';
 import type { LedgerRow } from '../domain/ledger.js';
-import { formatBody, retryDelay, type Envelope } from '../domain/webhook.js';
+import { formatBody, parseRetryAfter, retryAfterDelay, retryDelay, type Envelope } from '../domain/webhook.js';
+import { ensureError } from '../errors.js';
 import type { Lookup } from '../net/receiver-address.js';
 import type { PostOptions, PostResult } from '../net/webhook-sender.js';
 import type { DeliveryRecord, WebhookRecord, WebhookStore } from '../store/webhook-store.js';
-import { DeliveryMaker } from './delivery-maker.js';
+import { DeliveryMaker, queuedDelivery } from './delivery-maker.js';
 import { DeliveryOwnership } from './delivery-ownership.js';
-import { failureOf, isDelivered, sendSigned } from './delivery-send.js';
+import { failureOf, isDelivered, isGone, sendSigned } from './delivery-send.js';
 import type { DeliveryScope } from './delivery-scope.js';
 import { DeliveryWriter } from './delivery-writer.js';
 import { DueQueue } from './due-queue.js';
@@ -36,7 +38,14 @@ export interface DeliveryOptions {
   attempted?: ((outcome: 'delivered' | 'retry' | 'dead' | 'cancelled') => void) | undefined;
   /** Cluster mode: this node makes, stores and sends the deliveries of the orgs it owns only (DeliveryOwnership). */
   scope?: DeliveryScope;
+  /** A webhook whose attempts have all failed for this many days is deactivated (VIGIL_WEBHOOK_DISABLE_DAYS). */
+  disableDays: number;
+  /** In [0, 1): the jitter on a wait a receiver's Retry-After asked for. Math.random by default. */
+  random?: () => number;
 }
+
+const NOT_OWNER: NotOwner = { ok: false, code: 'not_owner', message: 'this node does not send the org\'s deliveries' };
+const DAY_MS = 86_400_000;
 
 export interface PingResult {
   delivered: boolean;
@@ -64,6 +73,10 @@ export interface PingResult {
  * failed is held and rewritten, and the delivery is scheduled again once it is stored. An attempt
  * cut short by a crash is made again after the restart (at least once; the X-Vigil-Delivery id
  * lets receivers drop duplicates).
+ *
+ * A receiver answering 410 Gone, or one whose every attempt failed for `disableDays`, has its
+ * webhook deactivated (with a log line); the org's other active webhooks are sent a
+ * `webhook.disabled` notice, stored and retried like any delivery (not billed).
  *
  * Cluster mode (`scope`): the same, per org, on the org's owner only; an org that changes hands is
  * taken over from the shared store (DeliveryOwnership). An attempt whose org changed hands while
@@ -200,6 +213,28 @@ export class DeliveryActor {
     return this.writer.flush();
   }
 
+  /**
+   * Re-queues a dead delivery for one more attempt now (a failure leaves it dead again); a queued
+   * one is answered as it is. On the
+   * node that sends the org's deliveries only (cluster mode: its owner; others answer not_owner).
+   */
+  async retry(command: DeliveryRetryCommand): Promise<ReplyTo<DeliveryRetryCommand> | NotOwner> {
+    const { org, webhookId, deliveryId } = command;
+    if (this.owned !== null && (await this.owned.hold(org)) === null) return NOT_OWNER;
+    const webhook = this.webhooks.get(org, webhookId);
+    if (webhook === undefined) return { ok: false, code: 'not_found', message: `webhook ${webhookId} not found` };
+    const d = this.store.getDelivery(org, webhookId, deliveryId);
+    if (d === undefined) return { ok: false, code: 'not_found', message: `delivery ${deliveryId} of webhook ${webhookId} not found` };
+    if (!webhook.active) return { ok: false, code: 'conflict', message: `webhook ${webhookId} is deactivated` };
+    // Already queued (retried, perhaps with its attempt under way): nothing to do, as asked twice.
+    if (d.status === 'queued') return { ok: true, value: d };
+    if (d.status !== 'dead') return { ok: false, code: 'conflict', message: `delivery ${deliveryId} is ${d.status}; only a dead delivery can be retried` };
+    const next: DeliveryRecord = { ...d, status: 'queued', next_attempt_at: new Date(this.options.now()).toISOString() };
+    this.writer.changedRecord(next);
+    await this.writer.flush();
+    return { ok: true, value: next };
+  }
+
   /** Sends a signed ping now: not stored, not retried. */
   async ping(webhook: WebhookRecord): Promise<PingResult> {
     const envelope: Envelope = {
@@ -271,23 +306,25 @@ export class DeliveryActor {
   private async attempt(d: DeliveryRecord, epoch?: number): Promise<void> {
     const webhook = this.webhooks.get(d.org, d.webhook_id);
     let next: DeliveryRecord;
+    let gone = false;
     if (webhook === undefined || !webhook.active) {
       next = { ...d, status: 'cancelled', last_error: d.last_error ?? 'webhook deactivated' };
     } else {
       const result = await sendSigned(this.options, webhook, d.envelope_id, d.event, d.body);
       const now = this.options.now();
       const attempts = d.attempts + 1;
+      gone = isGone(result);
       if (isDelivered(result)) {
         const at = new Date(now).toISOString();
         next = { ...d, status: 'delivered', attempts, next_attempt_at: at, last_status: result.status, delivered_at: at };
       } else {
-        const delay = retryDelay(this.options.schedule, attempts);
+        const delay = gone ? null : this.delayAfter(attempts, result.retryAfter, now);
         next = {
           ...d,
           status: delay === null ? 'dead' : 'queued',
           attempts,
           next_attempt_at: new Date(delay === null ? now : now + delay * 1000).toISOString(),
-          last_error: failureOf(result),
+          last_error: gone ? 'receiver answered 410 Gone: the webhook is deactivated' : failureOf(result),
           last_status: result.status,
         };
       }
@@ -304,5 +341,70 @@ export class DeliveryActor {
     }
     this.writer.changedRecord(next);
     await this.writer.flush();
+    if (webhook !== undefined && next.attempts > d.attempts) await this.judge(webhook, next.status === 'delivered', gone);
+  }
+
+  /**
+   * Seconds before the next attempt after `attempts` failed ones (null: dead): the schedule's, or
+   * the receiver's Retry-After held within the schedule's bounds, with jitter.
+   */
+  private delayAfter(attempts: number, retryAfter: string | null | undefined, now: number): number | null {
+    const scheduled = retryDelay(this.options.schedule, attempts);
+    const asked = parseRetryAfter(retryAfter, now);
+    if (scheduled === null || asked === null) return scheduled;
+    return retryAfterDelay(this.options.schedule, asked, (this.options.random ?? Math.random)());
+  }
+
+  /**
+   * After an attempt: keeps the webhook's failing-since mark, and deactivates it when its receiver
+   * is gone (410) or has failed every attempt for `disableDays`. A failed write of the mark is
+   * logged; the next attempt tries again.
+   */
+  private async judge(webhook: WebhookRecord, delivered: boolean, gone: boolean): Promise<void> {
+    try {
+      if (gone) return await this.disable(webhook, 'the receiver answered 410 Gone');
+      const marked = await this.webhooks.attempted(webhook.org, webhook.id, delivered);
+      const since = marked?.failing_since ?? null;
+      if (delivered || since === null || !marked!.active) return;
+      if (this.options.now() - Date.parse(since) >= this.options.disableDays * DAY_MS) {
+        await this.disable(marked!, `every attempt failed since ${since} (${this.options.disableDays} days or more)`);
+      }
+    } catch (error) {
+      this.options.log.error({ org: webhook.org, webhook: webhook.id, error: ensureError(error).message }, 'webhook state after an attempt could not be written');
+    }
+  }
+
+  /** Deactivates the webhook (Vigil's decision, `reason`), cancels what waits for it and tells the org's other webhooks. */
+  private async disable(webhook: WebhookRecord, reason: string): Promise<void> {
+    const { webhook: disabled, changed } = await this.webhooks.deactivate(webhook.org, webhook.id, reason);
+    if (!changed) return;
+    this.options.log.warn({ org: webhook.org, webhook: webhook.id, reason }, 'webhook deactivated by Vigil');
+    await this.cancel(disabled);
+    await this.notifyDisabled(disabled, reason);
+  }
+
+  /** Queues a `webhook.disabled` notice to each of the org's other active webhooks. */
+  private async notifyDisabled(disabled: WebhookRecord, reason: string): Promise<void> {
+    const others = this.webhooks.list(disabled.org).filter((w) => w.active && w.id !== disabled.id);
+    if (others.length === 0) return;
+    const now = new Date(this.options.now()).toISOString();
+    const data = { webhook_id: disabled.id, host: new URL(disabled.url).host, reason, deactivated_at: disabled.deactivated_at };
+    const first = await this.newIds(disabled.org, others.length);
+    others.forEach((w, i) => {
+      const envelope: Envelope = { id: this.options.newId(), event: 'webhook.disabled', org: w.org, created_at: now, data };
+      this.writer.changedRecord(queuedDelivery(w, first + i, envelope, now, 0));
+    });
+    await this.writer.flush();
+  }
+
+  /** `count` fresh delivery ids of the org, the first returned (cluster mode: from the cluster's blocks). */
+  private async newIds(org: string, count: number): Promise<number> {
+    const scope = this.options.scope;
+    if (scope === undefined) {
+      this.nextId += count;
+      return this.nextId - count;
+    }
+    if (count > scope.ids.maxTake) throw new RangeError(`delivery ids: ${count} at once is more than ${scope.ids.maxTake}`);
+    return scope.ids.take(org, count);
   }
 }

@@ -47,23 +47,27 @@ export class DeliveryMaker {
     const now = new Date(this.options.now()).toISOString();
     return planned.map(({ webhook, event, row, data }, i): DeliveryRecord => {
       const envelope: Envelope = { id: this.options.newId(), event, org: webhook.org, created_at: row.recordedAt, data };
-      return {
-        org: webhook.org,
-        webhook_id: webhook.id,
-        id: firstId + i,
-        event,
-        envelope_id: envelope.id,
-        body: formatBody(webhook.format, envelope),
-        status: 'queued',
-        attempts: 0,
-        next_attempt_at: now,
-        last_error: null,
-        last_status: null,
-        created_at: now,
-        delivered_at: null,
-        ledger_seq: row.seq,
-        ledger_recorded_at: row.recordedAt,
-      };
+      return { ...queuedDelivery(webhook, firstId + i, envelope, now, row.seq), ledger_recorded_at: row.recordedAt };
     });
   }
+}
+
+/** A new delivery of `envelope` to `webhook`, queued for an attempt now; `ledgerSeq`: the record that made it (0: none). */
+export function queuedDelivery(webhook: WebhookRecord, id: number, envelope: Envelope, now: string, ledgerSeq: number): DeliveryRecord {
+  return {
+    org: webhook.org,
+    webhook_id: webhook.id,
+    id,
+    event: envelope.event,
+    envelope_id: envelope.id,
+    body: formatBody(webhook.format, envelope),
+    status: 'queued',
+    attempts: 0,
+    next_attempt_at: now,
+    last_error: null,
+    last_status: null,
+    created_at: now,
+    delivered_at: null,
+    ledger_seq: ledgerSeq,
+  };
 }

@@ -66,6 +66,13 @@ export class DeliveryOwnership {
     return this.held.has(org) && this.scope.owns(org) ? this.epoch(org) : null;
   }
 
+  /** The org's epoch once this node sends its deliveries (taking it over first if need be); null if it does not own it. */
+  async hold(org: string): Promise<number | null> {
+    if (!this.scope.owns(org)) return null;
+    if (!this.ready.has(org)) await this.takeOver(org);
+    return this.current(org);
+  }
+
   /**
    * Makes (and stores, before it settles) the deliveries of a batch of the org: one this node's
    * writer appended, or one its copy of the ledger received (from whichever node appended it).

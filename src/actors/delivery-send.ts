@@ -1,7 +1,7 @@
-import { signatureHeader, type WebhookEvent } from '../domain/webhook.js';
+import { signingHeaders, type WebhookEvent } from '../domain/webhook.js';
 import type { Lookup } from '../net/receiver-address.js';
 import { postWebhook, type PostOptions, type PostResult } from '../net/webhook-sender.js';
-import type { WebhookRecord } from '../store/webhook-store.js';
+import { signingSecrets, type WebhookRecord } from '../store/webhook-store.js';
 import { VERSION } from '../version.js';
 
 export interface SendOptions {
@@ -13,9 +13,13 @@ export interface SendOptions {
   post?: (options: PostOptions) => Promise<PostResult>;
 }
 
-/** One signed request to the webhook's receiver: the body as stored, a fresh signature timestamp. */
+/**
+ * One signed request to the webhook's receiver: the body as stored, a fresh signature timestamp,
+ * X-Vigil-* and Standard Webhooks headers (`deliveryId`, the envelope id, is also `webhook-id`).
+ */
 export function sendSigned(options: SendOptions, webhook: WebhookRecord, deliveryId: string, event: WebhookEvent, body: string): Promise<PostResult> {
-  const t = Math.floor(options.now() / 1000);
+  const now = options.now();
+  const t = Math.floor(now / 1000);
   const post = options.post ?? postWebhook;
   return post({
     url: webhook.url,
@@ -25,7 +29,7 @@ export function sendSigned(options: SendOptions, webhook: WebhookRecord, deliver
       'user-agent': `vigil-webhooks/${VERSION}`,
       'x-vigil-event': event,
       'x-vigil-delivery': deliveryId,
-      'x-vigil-signature': signatureHeader(webhook.secret, t, body),
+      ...signingHeaders(signingSecrets(webhook, now), deliveryId, t, body),
     },
     timeoutMs: options.timeoutMs,
     allowPrivate: options.allowPrivate,
@@ -40,3 +44,6 @@ export function isDelivered(result: PostResult): boolean {
 export function failureOf(result: PostResult): string {
   return result.error ?? `receiver answered ${String(result.status)}`;
 }
+
+/** A receiver answering 410 Gone says the endpoint is gone for good: its webhook is deactivated. */
+export const isGone = (result: PostResult): boolean => result.error === null && result.status === 410;

@@ -1,6 +1,6 @@
-import type { CommandHandler, RequestOptions } from '../bus/command-router.js';
+import type { RequestOptions } from '../bus/command-router.js';
 import type { BatchHandler, LedgerLog } from '../bus/ledger-log.js';
-import type { NotOwner, OrgCommand, OrgReply } from '../bus/messages.js';
+import type { LedgerCommand, NotOwner, OrgReply } from '../bus/messages.js';
 import { OrgLedgerActor, type OrgActorOptions } from './org-ledger-actor.js';
 import { DAMAGED, damagedRefusal, LedgerDamagedError, OrgRecovery, type WriterSnapshot } from './org-recovery.js';
 
@@ -91,7 +91,7 @@ export class OrgActors {
     for (const org of [...this.actors.keys()]) if (which(org)) this.actors.delete(org);
   }
 
-  readonly handle: CommandHandler = (command: OrgCommand, options?: RequestOptions): Promise<OrgReply | NotOwner> => {
+  readonly handle = (command: LedgerCommand, options?: RequestOptions): Promise<OrgReply | NotOwner> => {
     const damagedAt = this.damaged.get(command.org);
     if (damagedAt !== undefined) return Promise.resolve(damagedRefusal(command.org, damagedAt));
     const actor = this.actors.get(command.org);

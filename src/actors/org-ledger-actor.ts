@@ -1,5 +1,5 @@
 import type { Fence, LedgerLog } from '../bus/ledger-log.js';
-import type { NotOwner, OrgCommand, OrgReply } from '../bus/messages.js';
+import type { NotOwner, LedgerCommand, OrgReply } from '../bus/messages.js';
 import { GENESIS_HASH, type LedgerRow } from '../domain/ledger.js';
 import { emptyOrgState, NO_LIMITS, type OrgState } from '../domain/org-state.js';
 import { ensureError } from '../errors.js';
@@ -88,7 +88,7 @@ export class OrgLedgerActor {
     return actor;
   }
 
-  submit(command: OrgCommand, abandoned?: { readonly aborted: boolean }): Promise<OrgReply | NotOwner> {
+  submit(command: LedgerCommand, abandoned?: { readonly aborted: boolean }): Promise<OrgReply | NotOwner> {
     if (this.damaged !== null) return Promise.resolve(this.damaged);
     if (this.queue.length >= this.options.maxPending) {
       return Promise.resolve({ ok: false, code: 'overloaded', message: `org ${this.org} has too many commands waiting` });

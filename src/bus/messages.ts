@@ -1,11 +1,12 @@
 import type { IngestEventBody, RegisterAgentBody, ReviewDecisionBody, UpdateAgentBody } from '../domain/schemas.js';
 import type { AgentView, ExportRecordBody, ExportResult, IngestResult, Refusal } from '../domain/org-state.js';
 import type { ReviewResult } from '../domain/org-reviews.js';
+import type { DeliveryRecord } from '../store/webhook-store.js';
 
 export type { AgentView, ExportResult, IngestResult, Refusal, ReviewResult };
 
 /** Commands to an org's single writer. Tagged on `type`; every command names its org. */
-export type OrgCommand =
+export type LedgerCommand =
   | { type: 'agent.register'; org: string; agent: RegisterAgentBody }
   | { type: 'agent.update'; org: string; agentId: string; changes: UpdateAgentBody }
   /** `receipt`: the reply carries the event's place in the log (`entry`), for a signed receipt. */
@@ -13,12 +14,24 @@ export type OrgCommand =
   | { type: 'review.decide'; org: string; actionId: number; decision: ReviewDecisionBody; reviewer: string }
   | { type: 'export.record'; org: string; export: ExportRecordBody };
 
+/** Re-queues a dead webhook delivery: taken by the delivery actor of the node that sends the org's deliveries. */
+export interface DeliveryRetryCommand {
+  type: 'delivery.retry';
+  org: string;
+  webhookId: number;
+  deliveryId: number;
+}
+
+/** Every command routed to an org's owner. */
+export type OrgCommand = LedgerCommand | DeliveryRetryCommand;
+
 interface ResultOf {
   'agent.register': AgentView;
   'agent.update': AgentView;
   'event.ingest': IngestResult;
   'review.decide': ReviewResult;
   'export.record': ExportResult;
+  'delivery.retry': DeliveryRecord;
 }
 
 /** Where a record sits in its org's log (DESIGN §10): what a receipt signs, less the origin. */

@@ -1,4 +1,4 @@
-import { createHmac } from 'node:crypto';
+import { createHmac, randomBytes } from 'node:crypto';
 import type { LedgerRecord } from './records.js';
 
 /**
@@ -14,6 +14,7 @@ export const WEBHOOK_EVENTS = [
   'review.rejected',
   'review.escalated',
   'ping',
+  'webhook.disabled',
 ] as const;
 export type WebhookEvent = (typeof WEBHOOK_EVENTS)[number];
 
@@ -98,6 +99,43 @@ export function signatureHeader(secret: string, t: number, body: string): string
   return `t=${t},v1=${signature(secret, t, body)}`;
 }
 
+/** The Standard Webhooks prefix of a signing secret. */
+const SECRET_PREFIX = 'whsec_';
+
+/**
+ * A new signing secret: `whsec_` and standard base64 of 32 random bytes (the Standard Webhooks form).
+ * Webhooks made before this form carry base64url after the prefix; they sign the same way (both
+ * alphabets decode to the key) and a rotation gives them a standard one.
+ */
+export function newSecret(): string {
+  return SECRET_PREFIX + randomBytes(32).toString('base64');
+}
+
+/** The Standard Webhooks key: the bytes the secret's part after `whsec_` decodes to (base64 or base64url). */
+function standardKey(secret: string): Buffer {
+  return Buffer.from(secret.startsWith(SECRET_PREFIX) ? secret.slice(SECRET_PREFIX.length) : secret, 'base64');
+}
+
+/** base64 HMAC-SHA256 of `${id}.${t}.${body}` keyed with the decoded secret (Standard Webhooks `v1`). */
+export function standardSignature(secret: string, id: string, t: number, body: string): string {
+  return createHmac('sha256', standardKey(secret)).update(`${id}.${t}.${body}`, 'utf8').digest('base64');
+}
+
+/**
+ * Every signature header of one attempt: `X-Vigil-Signature` (spec 6.4; Stripe's scheme) and the
+ * Standard Webhooks trio. With several secrets (a rotation's 24 hours: the new one first), each
+ * header carries one signature per secret, so a receiver holding either verifies.
+ */
+export function signingHeaders(secrets: readonly string[], id: string, t: number, body: string): Record<string, string> {
+  const vigil = secrets.map((s) => `v1=${signature(s, t, body)}`).join(',');
+  return {
+    'x-vigil-signature': `t=${t},${vigil}`,
+    'webhook-id': id,
+    'webhook-timestamp': String(t),
+    'webhook-signature': secrets.map((s) => `v1,${standardSignature(s, id, t, body)}`).join(' '),
+  };
+}
+
 /** Attempts per delivery, as JetStream's max deliver on the deliveries consumer: dead at the sixth failure. */
 export const MAX_ATTEMPTS = 6;
 
@@ -115,6 +153,34 @@ export function retryDelay(schedule: readonly number[], failures: number): numbe
   if (schedule.length === 0) throw new RangeError('webhook: the retry schedule is empty');
   if (failures >= MAX_ATTEMPTS) return null;
   return schedule[Math.min(failures, schedule.length) - 1]!;
+}
+
+/** How much a Retry-After-led delay may grow, at random, so receivers that named one time are not all hit at once. */
+const RETRY_AFTER_JITTER = 0.1;
+
+/**
+ * Seconds to wait after a failed attempt whose answer carried `Retry-After` (`afterSeconds`): that
+ * wait plus up to a tenth more at random (`random` in [0, 1)), held within the schedule's bounds
+ * (its shortest and longest entry). Whether a retry is left at all is retryDelay's to say.
+ */
+export function retryAfterDelay(schedule: readonly number[], afterSeconds: number, random: number): number {
+  const least = Math.min(...schedule);
+  const most = Math.max(...schedule);
+  const wanted = afterSeconds * (1 + RETRY_AFTER_JITTER * random);
+  return Math.min(most, Math.max(least, wanted));
+}
+
+/**
+ * A Retry-After value in seconds from `now` (ms): delay-seconds or an HTTP date; null when absent
+ * or unreadable (the schedule applies then).
+ */
+export function parseRetryAfter(value: string | null | undefined, now: number): number | null {
+  if (value === null || value === undefined) return null;
+  const text = value.trim();
+  if (/^\d{1,10}$/.test(text)) return Number(text);
+  const at = Date.parse(text);
+  if (Number.isNaN(at) || !/[a-z]/i.test(text)) return null;
+  return Math.max(0, Math.ceil((at - now) / 1000));
 }
 
 /** The webhook event a committed record stands for, if any (gate events that hold, review decisions). */

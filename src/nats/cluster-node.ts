@@ -1,3 +1,4 @@
+import { ownerHandler } from '../actors/owner-handler.js';
 import type { KeyObject } from 'node:crypto';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import type { AppendOutcome, BatchHandler, CommittedBatch, Fence, LedgerCapability, LedgerLog, Position, Subscription } from '../bus/ledger-log.js';
@@ -177,7 +178,7 @@ export class ClusterNode {
       if (gained.length > 0) deliveries?.take((org) => gained.includes(partitionOf(org, partitions)));
       if (gained.length + lost.length > 0) this.log.info({ gained: gained.length, lost: lost.length, owned: this.leases.owned().length }, 'partitions changed hands');
     });
-    this.commands.serve(actors.handle, { owns: (org) => this.leases.owns(partitionOf(org, partitions)) });
+    this.commands.serve(ownerHandler(actors, deliveries), { owns: (org) => this.leases.owns(partitionOf(org, partitions)) });
     this.leases.start();
   }
 

@@ -71,6 +71,10 @@ export class ReplicatedWebhookStore implements WebhookStore {
     return { refused };
   }
 
+  getDelivery(org: string, webhookId: number, id: number): DeliveryRecord | undefined {
+    return this.local.getDelivery(org, webhookId, id);
+  }
+
   listDeliveries(org: string, webhookId: number, limit: number): DeliveryRecord[] {
     return this.local.listDeliveries(org, webhookId, limit);
   }

@@ -9,6 +9,8 @@ import { isForbiddenAddress, systemLookup, type Lookup } from './receiver-addres
 export interface PostResult {
   status: number | null;
   error: string | null;
+  /** The answer's Retry-After header, as sent (null: none, or no answer). */
+  retryAfter?: string | null;
 }
 
 export interface PostOptions {
@@ -65,6 +67,7 @@ function hostOf(url: URL): string {
 function send(url: URL, options: PostOptions): Promise<PostResult> {
   return new Promise((resolve) => {
     let status: number | null = null;
+    let retryAfter: string | null = null;
     let req: ClientRequest | undefined;
     let settled = false;
     const finish = (error: string | null) => {
@@ -72,7 +75,7 @@ function send(url: URL, options: PostOptions): Promise<PostResult> {
       settled = true;
       clearTimeout(timer);
       req?.destroy(); // agent: false, so this closes the socket we opened and nothing else
-      resolve({ status, error });
+      resolve({ status, error, retryAfter });
     };
     const timer = setTimeout(() => finish(`timed out after ${options.timeoutMs} ms`), options.timeoutMs);
     try {
@@ -80,6 +83,8 @@ function send(url: URL, options: PostOptions): Promise<PostResult> {
       req.on('error', (err) => finish(messageOf(err)));
       req.on('response', (res) => {
         status = res.statusCode ?? null;
+        const after = res.headers['retry-after'];
+        retryAfter = typeof after === 'string' ? after : null;
         drain(res, finish);
       });
       req.end(options.body);

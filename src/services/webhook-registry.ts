@@ -1,6 +1,5 @@
-import { randomBytes } from 'node:crypto';
 import type { CreateWebhookBody } from '../domain/schemas.js';
-import type { WebhookEvent } from '../domain/webhook.js';
+import { newSecret, type WebhookEvent } from '../domain/webhook.js';
 import { VigilError } from '../errors.js';
 import type { WebhookPut, WebhookRecord, WebhookStore } from '../store/webhook-store.js';
 
@@ -13,11 +12,28 @@ export interface WebhookView {
   active: boolean;
   secret_hint: string;
   created_at: string;
+  /** Set while a rotated-out secret still signs beside the current one (24 h after the rotation). */
+  previous_secret_until: string | null;
+  /** Why Vigil deactivated it (a 410 Gone, or failing for VIGIL_WEBHOOK_DISABLE_DAYS); null otherwise. */
+  disabled_reason: string | null;
 }
 
 export function webhookView(w: WebhookRecord): WebhookView {
-  return { id: w.id, url: w.url, events: w.events, format: w.format, active: w.active, secret_hint: w.secret.slice(-8), created_at: w.created_at };
+  return {
+    id: w.id,
+    url: w.url,
+    events: w.events,
+    format: w.format,
+    active: w.active,
+    secret_hint: w.secret.slice(-8),
+    created_at: w.created_at,
+    previous_secret_until: w.previous_secret_until ?? null,
+    disabled_reason: w.disabled_reason ?? null,
+  };
 }
+
+/** How long a rotated-out secret keeps signing beside the new one. */
+export const ROTATION_OVERLAP_MS = 24 * 3600 * 1000;
 
 export interface WebhookRegistryOptions {
   /** null when the receiver URL may be used, else why not (SSRF rules). */
@@ -33,7 +49,7 @@ export interface WebhookRegistryOptions {
  * Every org's webhooks, held in memory (they are few) and written through to the store. Ids are
  * per org, from 1. Deactivation keeps the record.
  *
- * Creates of one org run one at a time here, and a store shared with other nodes (cluster mode)
+ * Writes of one org run one at a time here, and a store shared with other nodes (cluster mode)
  * refuses a write made from a stale view of the org's webhooks (`conflict`): the create then takes
  * the next id, a deactivation looks again, so ids stay unique and without gaps when two nodes
  * create at once. Records the store reports (watchWebhooks: other nodes' writes, and this node's
@@ -41,8 +57,8 @@ export interface WebhookRegistryOptions {
  */
 export class WebhookRegistry {
   private readonly byOrg = new Map<string, WebhookRecord[]>();
-  /** Per org, the tail of its creates (one at a time). */
-  private readonly creating = new Map<string, Promise<unknown>>();
+  /** Per org, the tail of its writes (one at a time, so no change is made from a view another one is replacing). */
+  private readonly writing = new Map<string, Promise<unknown>>();
   /** The store has other writers (cluster mode) and reports every stored record. */
   private readonly shared: boolean;
 
@@ -59,11 +75,16 @@ export class WebhookRegistry {
   async create(org: string, body: CreateWebhookBody): Promise<WebhookRecord> {
     const problem = await this.options.checkUrl(body.url);
     if (problem !== null) throw new VigilError('validation_failed', problem, [{ path: 'url', message: problem }]);
-    const run = (this.creating.get(org) ?? Promise.resolve()).then(() => this.createNow(org, body));
+    return this.serially(org, () => this.createNow(org, body));
+  }
+
+  /** Runs `write` after the org's writes asked for before it. */
+  private serially<T>(org: string, write: () => Promise<T>): Promise<T> {
+    const run = (this.writing.get(org) ?? Promise.resolve()).then(write);
     const tail = run.catch(() => undefined);
-    this.creating.set(org, tail);
+    this.writing.set(org, tail);
     void tail.then(() => {
-      if (this.creating.get(org) === tail) this.creating.delete(org);
+      if (this.writing.get(org) === tail) this.writing.delete(org);
     });
     return run;
   }
@@ -82,7 +103,7 @@ export class WebhookRegistry {
         events: body.events,
         format: body.format,
         active: true,
-        secret: 'whsec_' + randomBytes(32).toString('base64url'),
+        secret: newSecret(),
         created_at: new Date(this.options.now()).toISOString(),
         deactivated_at: null,
         after_seq: this.options.ledgerLength(org),
@@ -125,18 +146,62 @@ export class WebhookRegistry {
     return this.list(org).some((w) => w.active);
   }
 
-  /** Deactivates (idempotent); the record stays. */
-  async deactivate(org: string, id: number): Promise<WebhookRecord> {
-    for (;;) {
-      const current = this.get(org, id);
-      if (current === undefined) throw new VigilError('not_found', `webhook ${id} not found`);
-      if (!current.active) return current;
-      const next: WebhookRecord = { ...current, active: false, deactivated_at: new Date(this.options.now()).toISOString() };
-      const put = await this.store.putWebhook(next);
-      if (!put.ok) continue; // changed on another node meanwhile: look again
-      this.upsert(next);
-      return next;
-    }
+  /**
+   * Deactivates (idempotent); the record stays. `reason`: Vigil deactivates it (a 410 Gone, or
+   * failing too long), not its owner. `changed` says whether this call did it.
+   */
+  deactivate(org: string, id: number, reason: string | null = null): Promise<{ webhook: WebhookRecord; changed: boolean }> {
+    return this.change(org, id, (current) =>
+      current.active ? { ...current, active: false, deactivated_at: this.isoNow(), disabled_reason: reason } : null,
+    );
+  }
+
+  /** A new secret; the current one keeps signing beside it for ROTATION_OVERLAP_MS (a rotation before that ends drops the older). */
+  async rotate(org: string, id: number): Promise<WebhookRecord> {
+    const { webhook } = await this.change(org, id, (current) => {
+      if (!current.active) throw new VigilError('conflict', `webhook ${id} is deactivated`);
+      const until = new Date(this.options.now() + ROTATION_OVERLAP_MS).toISOString();
+      return { ...current, secret: newSecret(), previous_secret: current.secret, previous_secret_until: until };
+    });
+    return webhook;
+  }
+
+  /**
+   * Records how the webhook's attempts go: `failing_since` is set at the first failure after a
+   * delivered attempt (or none) and cleared by the next delivered one. Written on those turns only.
+   */
+  attempted(org: string, id: number, delivered: boolean): Promise<WebhookRecord | undefined> {
+    const current = this.get(org, id);
+    if (current === undefined || delivered === ((current.failing_since ?? null) === null)) return Promise.resolve(current);
+    return this.change(org, id, (w) => {
+      const failing = (w.failing_since ?? null) !== null;
+      if (delivered !== failing) return null;
+      return { ...w, failing_since: delivered ? null : this.isoNow() };
+    }).then(({ webhook }) => webhook);
+  }
+
+  /**
+   * Stores `next(current)` in place of the webhook, one write of the org at a time; in a shared
+   * store, again from the caught-up record when another node changed it meanwhile. `next` returns
+   * null when there is nothing to change.
+   */
+  private change(org: string, id: number, next: (current: WebhookRecord) => WebhookRecord | null): Promise<{ webhook: WebhookRecord; changed: boolean }> {
+    return this.serially(org, async () => {
+      for (;;) {
+        const current = this.get(org, id);
+        if (current === undefined) throw new VigilError('not_found', `webhook ${id} not found`);
+        const changed = next(current);
+        if (changed === null) return { webhook: current, changed: false };
+        const put = await this.store.putWebhook(changed);
+        if (!put.ok) continue; // changed on another node meanwhile: look again
+        this.upsert(changed);
+        return { webhook: changed, changed: true };
+      }
+    });
+  }
+
+  private isoNow(): string {
+    return new Date(this.options.now()).toISOString();
   }
 
   /** Holds `webhook` in place of the record with its id (kept in id order). */

@@ -86,6 +86,10 @@ export class LmdbWebhookStore implements WebhookStore {
     return ALL_STORED;
   }
 
+  getDelivery(org: string, webhookId: number, id: number): DeliveryRecord | undefined {
+    return this.deliveries.get([org, webhookId, id]);
+  }
+
   listDeliveries(org: string, webhookId: number, limit: number): DeliveryRecord[] {
     const range = this.deliveries.getRange({ start: [org, webhookId, Infinity], end: [org, webhookId, 0], reverse: true, limit });
     return [...range.map(({ value }) => value)];

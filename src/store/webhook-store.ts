@@ -14,6 +14,21 @@ export interface WebhookRecord {
   deactivated_at: string | null;
   /** The org's last ledger seq when it was created: only later records make deliveries. */
   after_seq: number;
+  /** After a rotation, the secret it replaced: it signs beside `secret` until `previous_secret_until`. */
+  previous_secret?: string | null;
+  previous_secret_until?: string | null;
+  /** When the attempts began failing with none delivered since (null: the last one was delivered). */
+  failing_since?: string | null;
+  /** Why it was deactivated, when Vigil did it (a 410 Gone, or failing too long); null when its owner did. */
+  disabled_reason?: string | null;
+}
+
+/** The secrets an attempt at `now` (ms) signs with: the current one, then a rotated-out one still in its 24 hours. */
+export function signingSecrets(webhook: WebhookRecord, now: number): string[] {
+  const until = webhook.previous_secret_until;
+  const previous = webhook.previous_secret;
+  if (previous === null || previous === undefined || until === null || until === undefined || Date.parse(until) <= now) return [webhook.secret];
+  return [webhook.secret, previous];
 }
 
 export type DeliveryStatus = 'queued' | 'delivered' | 'dead' | 'cancelled';
@@ -43,11 +58,13 @@ export interface DeliveryRecord {
 }
 
 /**
- * Billed when made for an active webhook: a delivery cancelled before any attempt (its webhook
+ * Billed when made for an active webhook (webhook.disabled notices never are): a delivery cancelled before any attempt (its webhook
  * was deactivated while it waited) cost nothing, so it is not billed; one cancelled after an
  * attempt was made and stays billed.
  */
 export function isBilledDelivery(d: DeliveryRecord): boolean {
+  // A webhook.disabled notice is Vigil's own message about a receiver, not the org's traffic.
+  if (d.event === 'webhook.disabled') return false;
   return d.status !== 'cancelled' || d.attempts > 0;
 }
 
@@ -89,6 +106,7 @@ export interface WebhookStore {
    * deliveries with its cursor), across orgs at once in LMDB.
    */
   putDeliveries(deliveries: readonly DeliveryRecord[], cursors?: ReadonlyMap<string, number>): Promise<DeliveriesWrite>;
+  getDelivery(org: string, webhookId: number, id: number): DeliveryRecord | undefined;
   /** Newest first. */
   listDeliveries(org: string, webhookId: number, limit: number): DeliveryRecord[];
   /** Queued deliveries of every org, or of one. */

@@ -29,7 +29,10 @@ const run = natsAvailable('cluster webhooks') ? describe : describe.skip;
 const PARTITIONS = 4;
 const ORG = 'acme';
 const GATES = ['gate.hold', 'gate.alert', 'gate.collapse'];
-/** Retries 3 s apart: the owner is killed between the first attempt and the retry. */
+/**
+ * The first retry 3 s after a failure: the owner is killed between the first attempt and the
+ * retry. Later retries 0.2 s apart: a delivery failing every attempt is dead in about 4 s.
+ */
 const RETRY_SECONDS = 3;
 
 interface Node {
@@ -56,7 +59,7 @@ function suite(natsNodes: 1 | 3): void {
     VIGIL_PARTITIONS: String(PARTITIONS),
     VIGIL_LEASE_SECONDS: '1',
     VIGIL_WEBHOOK_ALLOW_PRIVATE: '1',
-    VIGIL_WEBHOOK_RETRY_SCHEDULE: String(RETRY_SECONDS),
+    VIGIL_WEBHOOK_RETRY_SCHEDULE: `${RETRY_SECONDS},0.2`,
   });
   const start = async (name: string, dir = tempDir('vigil-cluster-webhooks-')): Promise<Node> => {
     if (!dirs.includes(dir)) dirs.push(dir);
@@ -114,6 +117,7 @@ function suite(natsNodes: 1 | 3): void {
 
   let hook: { id: number; secret: string };
   let hook2: { id: number; secret: string };
+  let hook3: { id: number; secret: string };
   let first: Receiver;
 
   it('shares webhooks: one created on a node is listed on the other at once', async () => {
@@ -169,6 +173,28 @@ function suite(natsNodes: 1 | 3): void {
     expect(sb.usage).toEqual(sa.usage);
   });
 
+  it('retries a dead delivery asked on the node that does not own the org: the owner sends it, with the same id', async () => {
+    let down = true;
+    const failing = await receiver(() => (down ? 500 : 200));
+    const writer = await owner();
+    const other = nodes.find((n) => n !== writer)!;
+    hook3 = await ok(other, 'POST', '/webhooks', { url: failing.url(), events: GATES });
+    await ok(other, 'POST', '/events/', risky(await newAgent(other)));
+    const dead = await waitFor(async () => (await deliveries(other, hook3.id)).find((d) => d.status === 'dead'), 20_000, 'a dead delivery');
+    expect(failing.received).toHaveLength(6);
+    down = false;
+    const retried = await ok(other, 'POST', `/webhooks/${hook3.id}/deliveries/${dead.id}/retry`);
+    expect(retried).toMatchObject({ id: dead.id, status: 'queued', envelope_id: dead.envelope_id });
+    await waitFor(async () => (await deliveries(other, hook3.id))[0]?.status === 'delivered', 10_000, 'the retried delivery, delivered');
+    expect((await deliveries(writer, hook3.id))[0]).toMatchObject({ id: dead.id, status: 'delivered', attempts: 7 });
+    expect(new Set(failing.received.map((r) => r.headers['x-vigil-delivery']))).toEqual(new Set([dead.envelope_id]));
+    await quietFor(300);
+    expect(failing.received).toHaveLength(7);
+    const again = await call(url(writer), 'POST', `/webhooks/${hook3.id}/deliveries/${dead.id}/retry`);
+    expect([again.status, again.body.error.code]).toEqual([409, 'conflict']);
+    await ok(writer, 'DELETE', `/webhooks/${hook3.id}`);
+  }, 40_000);
+
   it('fails over: the other node retries a delivery with the same id, and its attempts are counted once', async () => {
     // The second receiver fails its first request, then accepts.
     const flaky = await receiver((_request, n) => (n === 0 ? 500 : 200));
@@ -215,10 +241,11 @@ function suite(natsNodes: 1 | 3): void {
     const dead = nodes.find((n) => n !== survivor)!;
     nodes.splice(nodes.indexOf(dead), 1);
     const back = await start(dead.name, dead.dir);
-    for (const id of [hook.id, hook2.id]) expect(await deliveries(back, id)).toEqual(await deliveries(survivor, id));
+    for (const id of [hook.id, hook2.id, hook3.id]) expect(await deliveries(back, id)).toEqual(await deliveries(survivor, id));
     expect(await ok(back, 'GET', '/webhooks')).toEqual(await ok(survivor, 'GET', '/webhooks'));
     const [sa, sb] = [await ok(survivor, 'GET', '/billing/statement'), await ok(back, 'GET', '/billing/statement')];
-    expect(sa.usage.webhook_deliveries).toBe(4 + 2 + 2);
+    // 4 first, 2 in the retry test (hook and hook3), 2 + 2 in the failover test (hook and hook2, twice).
+    expect(sa.usage.webhook_deliveries).toBe(4 + 2 + 2 + 2);
     expect(sb.usage).toEqual(sa.usage);
   }, 30_000);
 

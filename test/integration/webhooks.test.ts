@@ -102,7 +102,7 @@ describe('webhook CRUD', () => {
     const r = await receiver();
     const created = await createWebhook({ url: r.url(), events: ['gate.hold', 'review.released'] });
     const { secret, ...view } = created;
-    expect(secret).toMatch(/^whsec_[A-Za-z0-9_-]{43,}$/);
+    expect(secret).toMatch(/^whsec_[A-Za-z0-9+/]{43}=$/);
     expect(view).toEqual({
       id: expect.any(Number),
       url: r.url(),
@@ -111,6 +111,8 @@ describe('webhook CRUD', () => {
       active: true,
       secret_hint: secret.slice(-8),
       created_at: expect.any(String),
+      previous_secret_until: null,
+      disabled_reason: null,
     });
     expect(Date.parse(view.created_at)).not.toBeNaN();
 
@@ -635,6 +637,7 @@ function failingWrites(inner: LmdbWebhookStore, fails: (records: readonly Delive
     putWebhook: (w) => inner.putWebhook(w),
     putDeliveries: (records, cursors) =>
       fails(records) ? Promise.reject(new Error('EIO: disk on fire')) : inner.putDeliveries(records, cursors),
+    getDelivery: (org, webhookId, id) => inner.getDelivery(org, webhookId, id),
     listDeliveries: (org, id, limit) => inner.listDeliveries(org, id, limit),
     queuedDeliveries: () => inner.queuedDeliveries(),
     countDeliveries: (org, month) => inner.countDeliveries(org, month),
@@ -663,6 +666,7 @@ async function deliveryPath(dir: string, fails: (records: readonly DeliveryRecor
   });
   const deliveryActor = new DeliveryActor(webhookStore, webhooks, {
     schedule: [0.1],
+    disableDays: 5,
     allowPrivate: true,
     timeoutMs: 2_000,
     concurrency: 4,

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OrgLedgerActor, type OrgActorOptions } from '../../src/actors/org-ledger-actor.js';
 import { OrgRecovery, type WriterSnapshot } from '../../src/actors/org-recovery.js';
 import type { LedgerLog } from '../../src/bus/ledger-log.js';
-import type { OrgCommand, OrgReply } from '../../src/bus/messages.js';
+import type { LedgerCommand, OrgReply } from '../../src/bus/messages.js';
 import type { PublicLink } from '../../src/domain/agent-record.js';
 import { PLANS, writerLimits } from '../../src/domain/billing.js';
 import { NO_LIMITS, type WriterLimits } from '../../src/domain/org-state.js';
@@ -56,7 +56,7 @@ const changes = fc.oneof(
 
 const decision = fc.record({ outcome: fc.constantFrom(...ReviewOutcome), note: fc.string({ maxLength: 8 }) });
 
-/** A decision on an action the run saw held (the `pick`-th, cycling; decided or not), made an OrgCommand when sent. */
+/** A decision on an action the run saw held (the `pick`-th, cycling; decided or not), made an LedgerCommand when sent. */
 interface HeldReview {
   type: 'review.held';
   pick: number;
@@ -64,7 +64,7 @@ interface HeldReview {
 }
 
 /** A command without its org (set per run). */
-const command: fc.Arbitrary<OrgCommand | HeldReview> = fc.oneof(
+const command: fc.Arbitrary<LedgerCommand | HeldReview> = fc.oneof(
   { weight: 3, arbitrary: fc.record({ type: fc.constant('review.held' as const), pick: fc.nat(), decision }) },
   { weight: 2, arbitrary: fc.record({ type: fc.constant('agent.register' as const), org: fc.constant(''), agent: fc.record({ agent_id: agent, name: fc.constant('Agent'), kind: fc.constantFrom('production' as const, 'sandbox' as const), observed: fc.boolean() }) }) },
   { weight: 2, arbitrary: fc.record({ type: fc.constant('agent.update' as const), org: fc.constant(''), agentId: agent, changes }) },
@@ -97,7 +97,7 @@ const step = fc.record({
 });
 
 /** Agents `a` and `b` are registered first (in one batch), so most runs have events to review. */
-const registered = (agent_id: string): OrgCommand | HeldReview => ({ type: 'agent.register', org: '', agent: { agent_id, name: agent_id, kind: 'production', observed: true } });
+const registered = (agent_id: string): LedgerCommand | HeldReview => ({ type: 'agent.register', org: '', agent: { agent_id, name: agent_id, kind: 'production', observed: true } });
 
 const run = fc.record({
   start: fc.constantFrom(Date.UTC(2026, 0, 31, 23, 59, 58), Date.UTC(2026, 1, 28, 12), Date.UTC(2026, 5, 15)),
@@ -109,14 +109,14 @@ type Run = typeof run extends fc.Arbitrary<infer R> ? R : never;
 
 /** A run written out that meets every path the property must see (random runs meet them only by chance). */
 const EVERY_PATH: Run = (() => {
-  const ingest = (agent_id: string, payload: Record<string, unknown> = {}, dti: number | null = null): OrgCommand => ({
+  const ingest = (agent_id: string, payload: Record<string, unknown> = {}, dti: number | null = null): LedgerCommand => ({
     type: 'event.ingest',
     org: '',
     event: { agent_id, event_type: 'monitoring_state_change', payload, dti, source: 'self', actor: null },
   });
-  const update = (agentId: string, changes: Record<string, unknown>): OrgCommand => ({ type: 'agent.update', org: '', agentId, changes });
+  const update = (agentId: string, changes: Record<string, unknown>): LedgerCommand => ({ type: 'agent.update', org: '', agentId, changes });
   const held = (pick: number, outcome: ReviewDecisionBody['outcome']): HeldReview => ({ type: 'review.held', pick, decision: { outcome, note: '' } });
-  const exported: OrgCommand = { type: 'export.record', org: '', export: { manifest_sha256: 'ab'.repeat(32), since_seq: 0, until_seq: 2, files: [], agents: null } };
+  const exported: LedgerCommand = { type: 'export.record', org: '', export: { manifest_sha256: 'ab'.repeat(32), since_seq: 0, until_seq: 2, files: [], agents: null } };
   return {
     start: Date.UTC(2026, 0, 31, 23, 0),
     limits: 'tiny',
@@ -176,7 +176,7 @@ describe('the org writer and a replay of what it wrote', () => {
         const held: number[] = [];
         for (const { advance, commands: drafts } of steps) {
           clock += advance;
-          const commands = drafts.map((c): OrgCommand => {
+          const commands = drafts.map((c): LedgerCommand => {
             if (c.type !== 'review.held') return { ...c, org };
             // Before any action is held, an id that is not.
             const actionId = held.length === 0 ? 1 + c.pick : held[c.pick % held.length]!;
@@ -236,7 +236,7 @@ describe('the org writer and a replay of what it wrote', () => {
   });
 });
 
-function note(seen: Set<string>, command: OrgCommand, reply: OrgReply): void {
+function note(seen: Set<string>, command: LedgerCommand, reply: OrgReply): void {
   seen.add(`${command.type} ${reply.ok ? 'ok' : reply.code}`);
   if (reply.ok && command.type === 'event.ingest' && (reply.value as { requires_human_review: boolean }).requires_human_review) seen.add('event.ingest held');
 }

@@ -1,3 +1,4 @@
+import { ownerHandler } from '../../src/actors/owner-handler.js';
 import { OrgActors } from '../../src/actors/org-actors.js';
 import type { OrgActorOptions } from '../../src/actors/org-ledger-actor.js';
 import type { LedgerLog } from '../../src/bus/ledger-log.js';
@@ -29,7 +30,7 @@ export function embedded(dir: string, options: Partial<OrgActorOptions> = {}, wr
   const ledger = wrap(new LmdbLedgerLog(stores.ledger, silentLogger()));
   const commands = new LocalCommandRouter();
   const actors = new OrgActors(ledger, { log: silentLogger(), policy: POLICY_V1, policyDigest: policyDigest(POLICY_V1), now: Date.now, maxPending: 1000, ...options });
-  commands.serve(actors.handle, { owns: () => true });
+  commands.serve(ownerHandler(actors), { owns: () => true });
   return {
     stores,
     ledger,

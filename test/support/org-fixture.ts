@@ -1,5 +1,5 @@
 import type { Lookup } from '../../src/net/receiver-address.js';
-import { startReceiver, type Receiver } from './receiver.js';
+import { startReceiver, waitFor, type Receiver } from './receiver.js';
 import type { OrgIds } from './route-table.js';
 import { call, removeDir, startServer, type TestServer } from './server.js';
 
@@ -18,6 +18,9 @@ export const RECEIVER_LOOKUP: Lookup = async (hostname) => {
   throw Object.assign(new Error(`getaddrinfo ENOTFOUND ${hostname}`), { code: 'ENOTFOUND' });
 };
 
+/** The receiver answers 500 to a path ending so. */
+const FAILING_PATH = '-failing';
+
 /** The metrics token of the target server (GET /metrics). */
 export const METRICS_TOKEN = 'fuzz-metrics-token-0123456789';
 
@@ -27,7 +30,8 @@ export const METRICS_TOKEN = 'fuzz-metrics-token-0123456789';
  * `close` may be called more than once.
  */
 export async function startTargetServer(): Promise<{ server: TestServer; receiver: Receiver; close: () => Promise<void> }> {
-  const receiver = await startReceiver();
+  // A path ending in FAILING_PATH gets a 500 (a receiver that is down), any other a 200.
+  const receiver = await startReceiver((request) => (request.path.endsWith(FAILING_PATH) ? 500 : 200));
   const server = await startServer(
     {
       VIGIL_DEMO: '1',
@@ -36,7 +40,8 @@ export async function startTargetServer(): Promise<{ server: TestServer; receive
       // Receivers resolve through RECEIVER_LOOKUP only (receiver.test → 127.0.0.1), and the fuzz
       // sends no IP literal but loopback: no delivery leaves the machine.
       VIGIL_WEBHOOK_ALLOW_PRIVATE: '1',
-      VIGIL_WEBHOOK_RETRY_SCHEDULE: '3600',
+      // A failing delivery is dead at once (six attempts without a wait): the retry route needs one.
+      VIGIL_WEBHOOK_RETRY_SCHEDULE: '0',
       VIGIL_PUBLIC_RATE_LIMIT: '1000000',
       // Durability is not what these suites test; `process` keeps their many accepted writes quick.
       VIGIL_DURABILITY: 'process',
@@ -94,6 +99,13 @@ export async function seedOrg(url: string, key: string, org: string, receiverPor
   const hookUrl = `http://${RECEIVER_HOST}:${receiverPort}/${hook}`;
   const webhook = await ok(post('/webhooks', { url: hookUrl, events: ['review.escalated'] }), 200, 'create webhook');
   const spare = await ok(post('/webhooks', { url: hookUrl, events: ['review.escalated'] }), 200, 'create a second webhook');
+  const failing = await ok(post('/webhooks', { url: `${hookUrl}${FAILING_PATH}`, events: ['review.escalated'] }), 200, 'create a failing webhook');
+  // Escalating leaves the action held, and makes a delivery for each webhook: the failing one's dies.
+  await ok(post(`/reviews/${risky.action_id}`, { outcome: 'escalated' }), 200, 'escalate the held action');
+  const dead = await waitFor(async () => {
+    const list = await ok(call(url, 'GET', `/webhooks/${failing.id}/deliveries`, { key }), 200, 'list the failing webhook\'s deliveries');
+    return (list as { id: number; status: string }[]).find((d) => d.status === 'dead');
+  }, 10_000, 'a dead delivery');
   const spareKey = await ok(post('/admin/keys', { scopes: ['review'], name: `${org} spare` }), 201, 'create a spare key');
   const studio = await ok(post('/studio/agents', { name: `${org} studio`, domain: 'clinical', persona }), 201, 'create studio agent');
   const chat = await ok(post('/studio/agents', { name: `${org} chat`, domain: 'wellness', persona }), 201, 'create chat agent');
@@ -113,6 +125,8 @@ export async function seedOrg(url: string, key: string, org: string, receiverPor
     heldAction: risky.action_id,
     webhook: webhook.id,
     spareWebhook: spare.id,
+    failingWebhook: failing.id,
+    deadDelivery: dead.id,
     spareKey: spareKey.id,
     studioAgent: studio.agent_id,
     chatAgent: chat.agent_id,

@@ -7,10 +7,18 @@ export interface Received {
   path: string;
   headers: IncomingHttpHeaders;
   body: Buffer;
+  /** When its body had arrived (ms since the epoch). */
+  at: number;
+}
+
+/** A status with response headers (e.g. Retry-After). */
+export interface Answer {
+  status: number;
+  headers: Record<string, string>;
 }
 
 /** What to do with the n-th request (0-based): answer a status (now or once the promise settles), or never answer. */
-export type Reply = (request: Received, n: number) => number | 'hang' | Promise<number>;
+export type Reply = (request: Received, n: number) => number | Answer | 'hang' | Promise<number>;
 
 /**
  * A real HTTP receiver on 127.0.0.1, port 0: records every request and answers with the status
@@ -42,12 +50,15 @@ export async function startReceiver(reply: Reply = () => 200): Promise<Receiver>
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
-      const request: Received = { method: req.method ?? '', path: req.url ?? '', headers: req.headers, body: Buffer.concat(chunks) };
+      const request: Received = { method: req.method ?? '', path: req.url ?? '', headers: req.headers, body: Buffer.concat(chunks), at: Date.now() };
       const n = received.length;
       received.push(request);
       const status = receiver.reply(request, n);
       if (status === 'hang') return;
-      void Promise.resolve(status).then((code) => res.writeHead(code, { 'content-type': 'text/plain' }).end('ok'));
+      void Promise.resolve(status).then((answer) => {
+        const { status: code, headers } = typeof answer === 'number' ? { status: answer, headers: {} } : answer;
+        res.writeHead(code, { 'content-type': 'text/plain', ...headers }).end('ok');
+      });
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));

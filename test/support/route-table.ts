@@ -19,6 +19,9 @@ export interface OrgIds {
   webhook: number;
   /** Another active webhook, the one DELETE is aimed at (so that the first stays active). */
   spareWebhook: number;
+  /** An active webhook whose receiver always answers 500, and one of its deliveries, dead. */
+  failingWebhook: number;
+  deadDelivery: number;
   /** A key of the org that DELETE /admin/keys/{id} is aimed at (not the one the suites send). */
   spareKey: string;
   /** A studio agent in draft. */
@@ -110,6 +113,13 @@ export const ROUTE_CASES: Readonly<Record<string, RouteCase>> = {
   'DELETE /webhooks/:webhook_id': { auth: 'admin', names: true, request: (ids) => ({ params: { webhook_id: String(ids.spareWebhook) } }) },
   'GET /webhooks/:webhook_id/deliveries': { auth: 'admin', names: true, request: (ids) => ({ ...webhook(ids), query: { limit: '10' } }) },
   'POST /webhooks/:webhook_id/test': { auth: 'admin', names: true, request: webhook },
+  'POST /webhooks/:webhook_id/rotate-secret': { auth: 'admin', names: true, request: webhook },
+  // A retried delivery fails again at once (dead again); one still queued is answered as it is.
+  'POST /webhooks/:webhook_id/deliveries/:delivery_id/retry': {
+    auth: 'admin',
+    names: true,
+    request: (ids) => ({ params: { webhook_id: String(ids.failingWebhook), delivery_id: String(ids.deadDelivery) } }),
+  },
   'GET /reviews': { auth: 'review', request: (ids) => ({ query: { status: 'pending', limit: '10', agent_id: ids.agent } }) },
   'POST /reviews/:action_id': {
     auth: 'review',

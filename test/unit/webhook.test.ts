@@ -8,10 +8,17 @@ import {
   MAX_ATTEMPTS,
   WEBHOOK_FORMATS,
   formatBody,
+  newSecret,
+  parseRetryAfter,
+  retryAfterDelay,
   retryDelay,
   signature,
   signatureHeader,
+  signingHeaders,
+  standardSignature,
 } from '../../src/domain/webhook.js';
+import { signingSecrets, type WebhookRecord } from '../../src/store/webhook-store.js';
+import { Webhook as StandardWebhook } from 'standardwebhooks';
 
 const T = 1_700_000_000;
 const SECRET = 'whsec_test';
@@ -121,6 +128,86 @@ describe('signature', () => {
     for (const t of [1.5, -1, Number.NaN, 1e21]) {
       expect(() => signature(SECRET, t, '{}')).toThrow(RangeError);
     }
+  });
+});
+
+describe('Standard Webhooks signatures', () => {
+  const id = 'msg_2KWPBgLlAfxdpx2AI54pPJ85f1W';
+  const body = formatBody('json', { ...envelope, data: { reason: 'café ☕ 😀' } });
+
+  it('new secrets are whsec_ and standard base64 of 32 bytes, each different', () => {
+    const a = newSecret();
+    expect(a).toMatch(/^whsec_[A-Za-z0-9+/]{43}=$/);
+    expect(Buffer.from(a.slice(6), 'base64')).toHaveLength(32);
+    expect(newSecret()).not.toBe(a);
+  });
+
+  it('equals what the standardwebhooks package signs, and its verify accepts the headers', () => {
+    // The package checks the timestamp against the clock.
+    const T = Math.floor(Date.now() / 1000);
+    const secret = newSecret();
+    const theirs = new StandardWebhook(secret).sign(id, new Date(T * 1000), body);
+    expect(`v1,${standardSignature(secret, id, T, body)}`).toBe(theirs);
+    const headers = signingHeaders([secret], id, T, body);
+    expect(headers).toEqual({ 'x-vigil-signature': signatureHeader(secret, T, body), 'webhook-id': id, 'webhook-timestamp': String(T), 'webhook-signature': theirs });
+    expect(new StandardWebhook(secret).verify(body, headers)).toEqual(JSON.parse(body));
+  });
+
+  it('keys an older base64url secret with the same bytes it decodes to', () => {
+    const bytes = Buffer.from('fb'.repeat(32), 'hex'); // encodes with - and _ in base64url
+    const old = `whsec_${bytes.toString('base64url')}`;
+    expect(old).toMatch(/[-_]/);
+    const expected = createHmac('sha256', bytes).update(`${id}.${T}.${body}`).digest('base64');
+    expect(standardSignature(old, id, T, body)).toBe(expected);
+    expect(standardSignature(`whsec_${bytes.toString('base64')}`, id, T, body)).toBe(expected);
+  });
+
+  it('carries one signature per secret in both headers, the current one first', () => {
+    const T = Math.floor(Date.now() / 1000);
+    const [current, previous] = [newSecret(), newSecret()];
+    const headers = signingHeaders([current, previous], id, T, body);
+    expect(headers['x-vigil-signature']).toBe(`t=${T},v1=${signature(current, T, body)},v1=${signature(previous, T, body)}`);
+    expect(headers['webhook-signature']).toBe(`v1,${standardSignature(current, id, T, body)} v1,${standardSignature(previous, id, T, body)}`);
+    const now = { now: () => T * 1000 };
+    for (const secret of [current, previous]) {
+      expect(verifyWebhook(body, headers['x-vigil-signature'], secret, now)).toEqual(JSON.parse(body));
+      expect(new StandardWebhook(secret).verify(body, headers)).toBeTruthy();
+    }
+  });
+
+  it('signs with a rotated-out secret until its overlap ends, not after', () => {
+    const webhook = { secret: 'whsec_new', previous_secret: 'whsec_old', previous_secret_until: new Date(T * 1000).toISOString() } as WebhookRecord;
+    expect(signingSecrets(webhook, T * 1000 - 1)).toEqual(['whsec_new', 'whsec_old']);
+    expect(signingSecrets(webhook, T * 1000)).toEqual(['whsec_new']);
+    expect(signingSecrets({ ...webhook, previous_secret: null }, 0)).toEqual(['whsec_new']);
+    expect(signingSecrets({ secret: 'whsec_new' } as WebhookRecord, 0)).toEqual(['whsec_new']);
+  });
+});
+
+describe('Retry-After', () => {
+  const now = Date.UTC(2026, 10, 24, 12, 0, 0);
+
+  it('reads delay-seconds and HTTP dates; anything else is unreadable (null)', () => {
+    expect(parseRetryAfter('120', now)).toBe(120);
+    expect(parseRetryAfter(' 0 ', now)).toBe(0);
+    expect(parseRetryAfter(new Date(now + 90_000).toUTCString(), now)).toBe(90);
+    expect(parseRetryAfter(new Date(now - 90_000).toUTCString(), now)).toBe(0);
+    for (const bad of [null, undefined, '', 'soon', '-5', '1.5', '12345678901']) expect(parseRetryAfter(bad, now), String(bad)).toBeNull();
+  });
+
+  it('holds the asked wait within the schedule\'s shortest and longest entry, adding at most a tenth', () => {
+    const schedule = [60, 300, 1800, 7200, 43200];
+    expect(retryAfterDelay(schedule, 120, 0)).toBe(120);
+    expect(retryAfterDelay(schedule, 120, 0.999)).toBeCloseTo(131.988);
+    expect(retryAfterDelay(schedule, 5, 0.5)).toBe(60);
+    expect(retryAfterDelay(schedule, 86_400 * 7, 0.5)).toBe(43200);
+    fc.assert(
+      fc.property(fc.integer({ min: 0, max: 10 ** 7 }), fc.double({ min: 0, max: 1, maxExcluded: true, noNaN: true }), (asked, random) => {
+        const wait = retryAfterDelay(schedule, asked, random);
+        expect(wait).toBeGreaterThanOrEqual(Math.max(60, Math.min(asked, 43200)));
+        expect(wait).toBeLessThanOrEqual(Math.min(43200, Math.max(60, asked * 1.1)));
+      }),
+    );
   });
 });
 

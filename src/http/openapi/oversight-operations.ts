@@ -18,7 +18,7 @@ export const OVERSIGHT_OPERATIONS: Readonly<Record<string, Operation>> = {
   'POST /webhooks': {
     summary: 'Create a webhook',
     description:
-      'Deliveries are signed (X-Vigil-Signature: `t=<unix>,v1=<hex HMAC-SHA256 of "<t>.<raw body>">`) with the secret returned here, once. The receiver URL must not resolve to a loopback, private, link-local or metadata address (unless VIGIL_WEBHOOK_ALLOW_PRIVATE): 400. 403 `plan_limit` past the plan\'s active webhooks. A new webhook gets deliveries for later ledger records only.',
+      'Deliveries are signed with the secret returned here, once, in two schemes: X-Vigil-Signature (`t=<unix>,v1=<hex HMAC-SHA256 of "<t>.<raw body>"` keyed with the whole secret string; Stripe\'s scheme) and Standard Webhooks (`webhook-id`, `webhook-timestamp`, `webhook-signature: v1,<base64 HMAC-SHA256 of "<id>.<t>.<raw body>">` keyed with the base64-decoded part after `whsec_`). The receiver URL must not resolve to a loopback, private, link-local or metadata address (unless VIGIL_WEBHOOK_ALLOW_PRIVATE): 400. 403 `plan_limit` past the plan\'s active webhooks. A new webhook gets deliveries for later ledger records only.',
     tag: 'Webhooks',
     body: createWebhookBody,
     responses: { 200: { description: 'Created, with its secret', schema: createdWebhook } },
@@ -41,12 +41,31 @@ export const OVERSIGHT_OPERATIONS: Readonly<Record<string, Operation>> = {
   },
   'GET /webhooks/:webhook_id/deliveries': {
     summary: 'List a webhook\'s deliveries',
-    description: 'Newest first. A failed attempt is retried after 1 minute, 5 minutes, 30 minutes, 2 hours and 12 hours (VIGIL_WEBHOOK_RETRY_SCHEDULE); the sixth failure is final (`dead`).',
+    description:
+      'Newest first. A failed attempt is retried after 1 minute, 5 minutes, 30 minutes, 2 hours and 12 hours (VIGIL_WEBHOOK_RETRY_SCHEDULE); a receiver\'s Retry-After is honoured within the schedule\'s shortest and longest wait, plus up to 10% jitter. The sixth failure is final (`dead`); a 410 Gone is final at once and deactivates the webhook.',
     tag: 'Webhooks',
     params: { webhook_id: WEBHOOK_ID },
     query: z.object({ limit: intParam(1, 500, 50, 'Deliveries listed') }),
     responses: { 200: { description: 'The deliveries', schema: z.array(delivery) } },
     errors: errors(SCOPED, READ, 400, 404),
+  },
+  'POST /webhooks/:webhook_id/rotate-secret': {
+    summary: 'Rotate the signing secret',
+    description:
+      'Returns a new secret, once. For 24 hours the previous secret keeps signing beside it: every attempt carries both signatures in X-Vigil-Signature (two `v1=`) and in webhook-signature (two `v1,`), so receivers can switch at their pace (`previous_secret_until` says until when). Rotating again within those 24 hours drops the older secret. A body, if sent, must be JSON and is ignored. 409 for a deactivated webhook.',
+    tag: 'Webhooks',
+    params: { webhook_id: WEBHOOK_ID },
+    responses: { 200: { description: 'The webhook with its new secret', schema: createdWebhook } },
+    errors: errors(SCOPED, BODY, 404, 409),
+  },
+  'POST /webhooks/:webhook_id/deliveries/:delivery_id/retry': {
+    summary: 'Retry a dead delivery',
+    description:
+      'Queues a dead delivery for one more attempt now, with the same envelope id (a failure leaves it dead again). One already queued is answered as it is. A body, if sent, must be JSON and is ignored. 409 for a delivered or cancelled delivery, or a deactivated webhook.',
+    tag: 'Webhooks',
+    params: { webhook_id: WEBHOOK_ID, delivery_id: 'The delivery\'s id (from the deliveries list)' },
+    responses: { 200: { description: 'The delivery, queued', schema: delivery } },
+    errors: errors(SCOPED, BODY, READ, 404, 409),
   },
   'POST /webhooks/:webhook_id/test': {
     summary: 'Send a test ping',

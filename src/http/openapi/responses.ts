@@ -161,9 +161,13 @@ export const webhookView = z.strictObject({
   active: z.boolean(),
   secret_hint: z.string().describe('The last 8 characters of the signing secret'),
   created_at: timestamp,
+  previous_secret_until: timestamp.nullable().describe('After a rotation: until when the previous secret still signs beside the current one; else null'),
+  disabled_reason: z.string().nullable().describe('Why Vigil deactivated it (its receiver answered 410 Gone, or failed every attempt for VIGIL_WEBHOOK_DISABLE_DAYS); null otherwise'),
 });
 
-export const createdWebhook = webhookView.extend({ secret: z.string().describe('`whsec_…`, the signing secret: returned this once') });
+export const createdWebhook = webhookView.extend({
+  secret: z.string().describe('`whsec_` and standard base64 of 32 bytes (the Standard Webhooks form), the signing secret: returned this once'),
+});
 
 export const delivery = z.strictObject({
   id: seq,
@@ -176,7 +180,7 @@ export const delivery = z.strictObject({
   delivered_at: timestamp.nullable(),
   envelope_id: z.string().describe('The envelope id receivers see as X-Vigil-Delivery (the same on every attempt)'),
   last_status_code: z.int().nullable().describe('The receiver\'s last HTTP status'),
-  ledger_seq: seq.describe('The ledger record that made it'),
+  ledger_seq: z.int().min(0).describe('The ledger record that made it; 0 for a `webhook.disabled` notice'),
 });
 
 export const pingResult = z.strictObject({

@@ -2,7 +2,7 @@ import { webhookView } from '../../services/webhook-registry.js';
 import { createWebhookBody } from '../../domain/schemas.js';
 import { VigilError } from '../../errors.js';
 import type { DeliveryRecord, WebhookRecord } from '../../store/webhook-store.js';
-import type { AppDeps } from '../deps.js';
+import { unwrap, type AppDeps } from '../deps.js';
 import type { Route, RouteContext } from '../router.js';
 import { collection } from './collection.js';
 import { parseIntParam, queryInt, validate } from '../validate.js';
@@ -49,7 +49,7 @@ export function webhookRoutes(deps: AppDeps): Route[] {
       path: '/webhooks/:webhook_id',
       auth: 'admin',
       handler: async (ctx) => {
-        const webhook = await deps.webhooks.deactivate(ctx.key.org, own(ctx).id);
+        const { webhook } = await deps.webhooks.deactivate(ctx.key.org, own(ctx).id);
         await deps.deliveries.cancel(webhook);
         return { body: webhookView(webhook) };
       },
@@ -64,6 +64,27 @@ export function webhookRoutes(deps: AppDeps): Route[] {
         return { body: deps.webhookStore.listDeliveries(webhook.org, webhook.id, limit).map(deliveryView) };
       },
     }),
+    {
+      method: 'post',
+      path: '/webhooks/:webhook_id/rotate-secret',
+      auth: 'admin',
+      handler: async (ctx) => {
+        const webhook = await deps.webhooks.rotate(ctx.key.org, own(ctx).id);
+        return { body: { ...webhookView(webhook), secret: webhook.secret } };
+      },
+    },
+    {
+      method: 'post',
+      path: '/webhooks/:webhook_id/deliveries/:delivery_id/retry',
+      auth: 'admin',
+      handler: async (ctx) => {
+        const webhook = own(ctx);
+        const deliveryId = parseIntParam(ctx.params.delivery_id, 0, 1, Number.MAX_SAFE_INTEGER);
+        if (deliveryId === null) throw new VigilError('not_found', `delivery ${ctx.params.delivery_id ?? ''} not found`);
+        const retried = await deps.commands.request({ type: 'delivery.retry', org: webhook.org, webhookId: webhook.id, deliveryId });
+        return { body: deliveryView(unwrap(retried)) };
+      },
+    },
     {
       method: 'post',
       path: '/webhooks/:webhook_id/test',
