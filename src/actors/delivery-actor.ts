@@ -92,6 +92,8 @@ export class DeliveryActor {
   private readonly owned: DeliveryOwnership | null = null;
   private inflight = 0;
   private readonly attempts = new Set<Promise<void>>();
+  /** The deliveries whose attempt is out, by id, each with its attempt's own token. */
+  private readonly sending = new Map<number, object>();
   private timer: NodeJS.Timeout | null = null;
   private timerAt = Infinity;
   private running = false;
@@ -220,18 +222,34 @@ export class DeliveryActor {
    */
   async retry(command: DeliveryRetryCommand): Promise<ReplyTo<DeliveryRetryCommand> | NotOwner> {
     const { org, webhookId, deliveryId } = command;
-    if (this.owned !== null && (await this.owned.hold(org)) === null) return NOT_OWNER;
-    const webhook = this.webhooks.get(org, webhookId);
+    const epoch = this.owned === null ? undefined : await this.owned.hold(org);
+    if (epoch === null) return NOT_OWNER;
+    let webhook = this.webhooks.get(org, webhookId);
+    // Cluster mode: a webhook made on another node a moment ago may not have reached this one yet.
+    if (webhook === undefined && this.options.scope !== undefined) {
+      await this.options.scope.caughtUp(org);
+      webhook = this.webhooks.get(org, webhookId);
+    }
     if (webhook === undefined) return { ok: false, code: 'not_found', message: `webhook ${webhookId} not found` };
     const d = this.store.getDelivery(org, webhookId, deliveryId);
     if (d === undefined) return { ok: false, code: 'not_found', message: `delivery ${deliveryId} of webhook ${webhookId} not found` };
+    // Queued here, its attempt out, a retry or an outcome still being written: answered as it is, as if asked twice.
+    const known = this.queued.get(d.id);
+    if (known !== undefined) return { ok: true, value: known };
+    if (this.sending.has(d.id) || this.writer.holds(d.id)) return { ok: true, value: { ...d, status: 'queued' } };
+    if (d.status === 'queued') {
+      // Stored as queued but scheduled nowhere here (a retry stored as the org changed hands): sent now.
+      this.enqueue(d);
+      this.pump();
+      return { ok: true, value: d };
+    }
     if (!webhook.active) return { ok: false, code: 'conflict', message: `webhook ${webhookId} is deactivated` };
-    // Already queued (retried, perhaps with its attempt under way): nothing to do, as asked twice.
-    if (d.status === 'queued') return { ok: true, value: d };
     if (d.status !== 'dead') return { ok: false, code: 'conflict', message: `delivery ${deliveryId} is ${d.status}; only a dead delivery can be retried` };
     const next: DeliveryRecord = { ...d, status: 'queued', next_attempt_at: new Date(this.options.now()).toISOString() };
     this.writer.changedRecord(next);
     await this.writer.flush();
+    // The org changed hands meanwhile: the write may have been dropped; its new owner answers again.
+    if (this.owned !== null && this.owned.current(org) !== epoch) return NOT_OWNER;
     return { ok: true, value: next };
   }
 
@@ -278,7 +296,10 @@ export class DeliveryActor {
       this.queued.delete(d.id);
       const epoch = this.owned?.current(d.org);
       if (epoch === null) continue; // no longer this node's to send
-      const attempt = this.attempt(d, epoch).finally(() => {
+      const token = {};
+      this.sending.set(d.id, token);
+      const attempt = this.attempt(d, token, epoch).finally(() => {
+        this.notSending(d.id, token);
         this.attempts.delete(attempt);
         this.inflight--;
         this.pump();
@@ -303,15 +324,16 @@ export class DeliveryActor {
   }
 
   /** `epoch`: cluster mode, the org's epoch when the attempt began (DeliveryOwnership.current). */
-  private async attempt(d: DeliveryRecord, epoch?: number): Promise<void> {
+  private async attempt(d: DeliveryRecord, token: object, epoch?: number): Promise<void> {
     const webhook = this.webhooks.get(d.org, d.webhook_id);
     let next: DeliveryRecord;
     let gone = false;
+    let now = this.options.now();
     if (webhook === undefined || !webhook.active) {
       next = { ...d, status: 'cancelled', last_error: d.last_error ?? 'webhook deactivated' };
     } else {
       const result = await sendSigned(this.options, webhook, d.envelope_id, d.event, d.body);
-      const now = this.options.now();
+      now = this.options.now();
       const attempts = d.attempts + 1;
       gone = isGone(result);
       if (isDelivered(result)) {
@@ -324,7 +346,7 @@ export class DeliveryActor {
           status: delay === null ? 'dead' : 'queued',
           attempts,
           next_attempt_at: new Date(delay === null ? now : now + delay * 1000).toISOString(),
-          last_error: gone ? 'receiver answered 410 Gone: the webhook is deactivated' : failureOf(result),
+          last_error: gone ? 'receiver answered 410 Gone' : failureOf(result),
           last_status: result.status,
         };
       }
@@ -341,7 +363,14 @@ export class DeliveryActor {
     }
     this.writer.changedRecord(next);
     await this.writer.flush();
-    if (webhook !== undefined && next.attempts > d.attempts) await this.judge(webhook, next.status === 'delivered', gone);
+    // Its outcome is stored (or held, which retry() sees): no longer out, whatever judge() awaits.
+    this.notSending(d.id, token);
+    if (webhook !== undefined && next.attempts > d.attempts) await this.judge(webhook, next.status === 'delivered', gone, now);
+  }
+
+  /** The attempt of `token` is over (a later attempt of the same delivery keeps its own mark). */
+  private notSending(id: number, token: object): void {
+    if (this.sending.get(id) === token) this.sending.delete(id);
   }
 
   /**
@@ -360,10 +389,12 @@ export class DeliveryActor {
    * is gone (410) or has failed every attempt for `disableDays`. A failed write of the mark is
    * logged; the next attempt tries again.
    */
-  private async judge(webhook: WebhookRecord, delivered: boolean, gone: boolean): Promise<void> {
+  private async judge(webhook: WebhookRecord, delivered: boolean, gone: boolean, at: number): Promise<void> {
     try {
       if (gone) return await this.disable(webhook, 'the receiver answered 410 Gone');
-      const marked = await this.webhooks.attempted(webhook.org, webhook.id, delivered);
+      // A failure longer after the last one than any retry waits (and a minute) starts a new streak.
+      const idleMs = Math.max(...this.options.schedule) * 1000 + 60_000;
+      const marked = await this.webhooks.attempted(webhook.org, webhook.id, delivered, at, idleMs);
       const since = marked?.failing_since ?? null;
       if (delivered || since === null || !marked!.active) return;
       if (this.options.now() - Date.parse(since) >= this.options.disableDays * DAY_MS) {

@@ -92,6 +92,11 @@ export class DeliveryWriter {
     }
   }
 
+  /** Whether a change of the delivery is held, not yet stored. */
+  holds(id: number): boolean {
+    return this.changed.has(id);
+  }
+
   /** A stored delivery changed; the next flush stores the change. */
   changedRecord(record: DeliveryRecord): void {
     this.changed.set(record.id, record);

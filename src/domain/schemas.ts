@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { LinkKind } from './agent-record.js';
 import { EventType } from './scoring.js';
-import { WEBHOOK_EVENTS, WEBHOOK_FORMATS } from './webhook.js';
+import { SUBSCRIBABLE_EVENTS, WEBHOOK_FORMATS } from './webhook.js';
 
 /** zod schemas of request bodies and shared value formats; validated once, at the edge. */
 
@@ -74,7 +74,7 @@ export const createWebhookBody = z.strictObject({
     .max(2048, 'url is at most 2048 characters')
     .refine((v) => /^https?:\/\//i.test(v) && URL.canParse(v), 'url must be an http or https address'),
   events: z
-    .array(z.enum(WEBHOOK_EVENTS))
+    .array(z.enum(SUBSCRIBABLE_EVENTS))
     .min(1, 'subscribe to at least one event')
     .refine((v) => new Set(v).size === v.length, 'events are listed once each'),
   format: z.enum(WEBHOOK_FORMATS).default('json'),

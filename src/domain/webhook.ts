@@ -6,7 +6,8 @@ import type { LedgerRecord } from './records.js';
  * Pure: the delivery actor supplies the envelope, the clock reading `t` and the schedule, and sends
  * exactly the string `formatBody` returns, because that string is what the signature covers.
  */
-export const WEBHOOK_EVENTS = [
+/** The events a webhook subscribes to (`ping` is accepted and changes nothing: pings are sent on request). */
+export const SUBSCRIBABLE_EVENTS = [
   'gate.hold',
   'gate.alert',
   'gate.collapse',
@@ -14,8 +15,9 @@ export const WEBHOOK_EVENTS = [
   'review.rejected',
   'review.escalated',
   'ping',
-  'webhook.disabled',
 ] as const;
+/** Every event a delivery carries: `webhook.disabled` goes to every other active webhook, subscribed or not. */
+export const WEBHOOK_EVENTS = [...SUBSCRIBABLE_EVENTS, 'webhook.disabled'] as const;
 export type WebhookEvent = (typeof WEBHOOK_EVENTS)[number];
 
 export const WEBHOOK_FORMATS = ['json', 'siem_hec', 'logs_intake'] as const;
@@ -160,14 +162,15 @@ const RETRY_AFTER_JITTER = 0.1;
 
 /**
  * Seconds to wait after a failed attempt whose answer carried `Retry-After` (`afterSeconds`): that
- * wait plus up to a tenth more at random (`random` in [0, 1)), held within the schedule's bounds
- * (its shortest and longest entry). Whether a retry is left at all is retryDelay's to say.
+ * wait held within the schedule's bounds (its shortest and longest entry), plus up to a tenth more
+ * at random (`random` in [0, 1)), never past the longest. Whether a retry is left at all is
+ * retryDelay's to say.
  */
 export function retryAfterDelay(schedule: readonly number[], afterSeconds: number, random: number): number {
   const least = Math.min(...schedule);
   const most = Math.max(...schedule);
-  const wanted = afterSeconds * (1 + RETRY_AFTER_JITTER * random);
-  return Math.min(most, Math.max(least, wanted));
+  const held = Math.min(most, Math.max(least, afterSeconds));
+  return Math.min(most, held * (1 + RETRY_AFTER_JITTER * random));
 }
 
 /**

@@ -27,9 +27,15 @@ export function webhookView(w: WebhookRecord): WebhookView {
     active: w.active,
     secret_hint: w.secret.slice(-8),
     created_at: w.created_at,
-    previous_secret_until: w.previous_secret_until ?? null,
+    previous_secret_until: overlapOf(w),
     disabled_reason: w.disabled_reason ?? null,
   };
+}
+
+/** Until when the rotated-out secret signs beside the current one; null once that has passed (or there is none). */
+function overlapOf(w: WebhookRecord, now = Date.now()): string | null {
+  const until = w.previous_secret_until ?? null;
+  return until !== null && Date.parse(until) > now ? until : null;
 }
 
 /** How long a rotated-out secret keeps signing beside the new one. */
@@ -167,17 +173,24 @@ export class WebhookRegistry {
   }
 
   /**
-   * Records how the webhook's attempts go: `failing_since` is set at the first failure after a
-   * delivered attempt (or none) and cleared by the next delivered one. Written on those turns only.
+   * Records how the webhook's attempts go, for VIGIL_WEBHOOK_DISABLE_DAYS: `failing_since` is set
+   * at the first failure after a delivered attempt (or none) and cleared by the next delivered
+   * one. A failure more than `idleMs` after the last one recorded starts the streak again (a
+   * receiver nobody called for days has not been failing all that time); `last_failed_at` is kept
+   * within idleMs / 4 of the truth. Written on those turns only, not on every attempt.
    */
-  attempted(org: string, id: number, delivered: boolean): Promise<WebhookRecord | undefined> {
+  attempted(org: string, id: number, delivered: boolean, at: number, idleMs: number): Promise<WebhookRecord | undefined> {
+    const next = (w: WebhookRecord): WebhookRecord | null => {
+      const since = w.failing_since ?? null;
+      if (delivered) return since === null ? null : { ...w, failing_since: null, last_failed_at: null };
+      const iso = new Date(at).toISOString();
+      const last = w.last_failed_at === null || w.last_failed_at === undefined ? null : Date.parse(w.last_failed_at);
+      if (since === null || last === null || at - last > idleMs) return { ...w, failing_since: iso, last_failed_at: iso };
+      return at - last > idleMs / 4 ? { ...w, last_failed_at: iso } : null;
+    };
     const current = this.get(org, id);
-    if (current === undefined || delivered === ((current.failing_since ?? null) === null)) return Promise.resolve(current);
-    return this.change(org, id, (w) => {
-      const failing = (w.failing_since ?? null) !== null;
-      if (delivered !== failing) return null;
-      return { ...w, failing_since: delivered ? null : this.isoNow() };
-    }).then(({ webhook }) => webhook);
+    if (current === undefined || next(current) === null) return Promise.resolve(current);
+    return this.change(org, id, next).then(({ webhook }) => webhook);
   }
 
   /**
@@ -190,12 +203,15 @@ export class WebhookRegistry {
       for (;;) {
         const current = this.get(org, id);
         if (current === undefined) throw new VigilError('not_found', `webhook ${id} not found`);
-        const changed = next(current);
+        let changed = next(current);
         if (changed === null) return { webhook: current, changed: false };
+        // A rotated-out secret whose 24 hours are over is dropped with the next write.
+        if (changed.previous_secret != null && overlapOf(changed, this.options.now()) === null) changed = { ...changed, previous_secret: null, previous_secret_until: null };
         const put = await this.store.putWebhook(changed);
         if (!put.ok) continue; // changed on another node meanwhile: look again
-        this.upsert(changed);
-        return { webhook: changed, changed: true };
+        // A shared store's watch has brought it in already, and perhaps a later record after it.
+        if (!this.shared) this.upsert(changed);
+        return { webhook: this.get(org, id) ?? changed, changed: true };
       }
     });
   }

@@ -19,6 +19,8 @@ export interface WebhookRecord {
   previous_secret_until?: string | null;
   /** When the attempts began failing with none delivered since (null: the last one was delivered). */
   failing_since?: string | null;
+  /** The last failed attempt of that streak, as recorded (kept within a quarter of the idle gap that restarts it). */
+  last_failed_at?: string | null;
   /** Why it was deactivated, when Vigil did it (a 410 Gone, or failing too long); null when its owner did. */
   disabled_reason?: string | null;
 }

@@ -192,6 +192,22 @@ describe('POST /webhooks/{id}/deliveries/{delivery_id}/retry', () => {
     expect(again.body.error.message).toContain('delivered');
   });
 
+  it('sends once for retries asked at the same moment', async () => {
+    let down = true;
+    const r = await receiver(() => (down ? 500 : 200));
+    const webhook = await createWebhook(r.url());
+    await holdOne();
+    const dead = await waitStatus(webhook.id, 'dead', 'a dead delivery');
+    down = false;
+    const path = `/webhooks/${webhook.id}/deliveries/${dead.id}/retry`;
+    const answers = await Promise.all(Array.from({ length: 4 }, () => call(server.url, 'POST', path)));
+    expect(answers.map((a) => [a.status, a.body.status])).toEqual(Array.from({ length: 4 }, () => [200, 'queued']));
+    await waitStatus(webhook.id, 'delivered', 'the retried delivery, delivered');
+    await quietFor(500);
+    expect(r.received).toHaveLength(7);
+    expect((await deliveries(webhook.id))[0]).toMatchObject({ id: dead.id, status: 'delivered', attempts: 7 });
+  });
+
   it('leaves a retried delivery dead when it fails again, and answers one still queued as it is', async () => {
     let release!: () => void;
     const held = new Promise<number>((resolve) => (release = () => resolve(500)));
@@ -270,8 +286,9 @@ describe('webhooks Vigil deactivates', () => {
 
 describe('VIGIL_WEBHOOK_DISABLE_DAYS', () => {
   let quick: TestServer;
+  const quickLogs: { msg: string; fields?: Record<string, unknown> }[] = [];
   beforeAll(async () => {
-    quick = await startServer(QUICK_DISABLE);
+    quick = await startServer(QUICK_DISABLE, undefined, quickLogs);
   });
   afterAll(async () => {
     await quick.close();
@@ -282,6 +299,8 @@ describe('VIGIL_WEBHOOK_DISABLE_DAYS', () => {
     let failing = true;
     const r = await receiver(() => (failing ? 503 : 200));
     const webhook = await createWebhook(r.url(), GATES, quick.url);
+    const watcher = await receiver();
+    const staying = await createWebhook(watcher.url(), ['review.rejected'], quick.url);
     // Five failures in 0.8 s, then the 3 s wait: the sixth attempt, 3.8 s after the first failure,
     // is delivered. Without the reset the next failure would deactivate it at once (3.8 s > 2.6 s).
     await holdOne(quick.url);
@@ -302,6 +321,10 @@ describe('VIGIL_WEBHOOK_DISABLE_DAYS', () => {
     const sent = r.received.length;
     await quietFor(800);
     expect(r.received).toHaveLength(sent);
+    // Told: a log line, and a notice to the other webhook.
+    expect(quickLogs.some((l) => l.msg === 'webhook deactivated by Vigil' && l.fields?.['webhook'] === webhook.id && l.fields?.['reason'] === after.disabled_reason)).toBe(true);
+    await waitFor(() => watcher.received.length === 1, 5_000, 'the webhook.disabled notice');
+    expect(verifiedByBoth(watcher.received[0]!, staying.secret)).toMatchObject({ event: 'webhook.disabled', data: { webhook_id: webhook.id, reason: after.disabled_reason } });
   });
 });
 

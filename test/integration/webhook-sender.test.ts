@@ -45,6 +45,7 @@ function route(url: string, res: ServerResponse): void {
   const path = url.split('?')[0];
   if (path === '/ok' || path === '/other') res.writeHead(200, { 'content-type': 'text/plain' }).end('thanks');
   else if (path === '/fail') res.writeHead(500).end('boom');
+  else if (path === '/busy') res.writeHead(503, { 'retry-after': '120' }).end('later');
   else if (path === '/redirect') res.writeHead(302, { location: '/other' }).end();
   else if (path === '/big') res.writeHead(200).end('x'.repeat(256 * 1024));
   else if (path === '/hang') return; // never answers
@@ -64,7 +65,7 @@ describe('postWebhook against a real receiver', () => {
     const headers = { 'Content-Type': 'application/json', 'X-Vigil-Signature': 't=1700000000,v1=abc123', 'X-Vigil-Event': 'event.ingest' };
     const result = await post({ url: at('/ok?attempt=1'), body, headers });
 
-    expect(result).toEqual({ status: 200, error: null });
+    expect(result).toEqual({ status: 200, error: null, retryAfter: null });
     expect(received).toHaveLength(1);
     const [req] = received;
     expect(req?.method).toBe('POST');
@@ -86,22 +87,26 @@ describe('postWebhook against a real receiver', () => {
   });
 
   it('returns a 500 as its status', async () => {
-    expect(await post({ url: at('/fail') })).toEqual({ status: 500, error: null });
+    expect(await post({ url: at('/fail') })).toEqual({ status: 500, error: null, retryAfter: null });
+  });
+
+  it('reports the answer\'s Retry-After as sent', async () => {
+    expect(await post({ url: at('/busy') })).toEqual({ status: 503, error: null, retryAfter: '120' });
   });
 
   it('does not follow a redirect', async () => {
-    expect(await post({ url: at('/redirect') })).toEqual({ status: 302, error: null });
+    expect(await post({ url: at('/redirect') })).toEqual({ status: 302, error: null, retryAfter: null });
     expect(received.map((r) => r.url)).toEqual(['/redirect']);
   });
 
   it('stops reading a large body and still reports the status', async () => {
-    expect(await post({ url: at('/big') })).toEqual({ status: 200, error: null });
+    expect(await post({ url: at('/big') })).toEqual({ status: 200, error: null, retryAfter: null });
   });
 
   it('times out a receiver that never answers', async () => {
     const started = Date.now();
     const result = await post({ url: at('/hang'), timeoutMs: 300 });
-    expect(result).toEqual({ status: null, error: 'timed out after 300 ms' });
+    expect(result).toEqual({ status: null, error: 'timed out after 300 ms', retryAfter: null });
     expect(Date.now() - started).toBeLessThan(3_000);
     expect(received.map((r) => r.url)).toEqual(['/hang']);
   });
@@ -142,7 +147,7 @@ describe('postWebhook SSRF protection', () => {
 
   it('connects to whatever the hook resolves when private receivers are allowed', async () => {
     const result = await post({ url: `http://rebind.test:${port}/ok`, allowPrivate: true, lookup: toLoopback });
-    expect(result).toEqual({ status: 200, error: null });
+    expect(result).toEqual({ status: 200, error: null, retryAfter: null });
     expect(received.map((r) => r.headers.host)).toEqual([`rebind.test:${port}`]);
   });
 
@@ -151,7 +156,7 @@ describe('postWebhook SSRF protection', () => {
     setDefaultAutoSelectFamily(auto);
     try {
       const url = `http://rebind.test:${port}/ok`;
-      expect(await post({ url, allowPrivate: true, lookup: toLoopback })).toEqual({ status: 200, error: null });
+      expect(await post({ url, allowPrivate: true, lookup: toLoopback })).toEqual({ status: 200, error: null, retryAfter: null });
       expect((await post({ url, allowPrivate: false, lookup: toLoopback })).error).toMatch(/^refused: /);
       expect(received).toHaveLength(1);
     } finally {

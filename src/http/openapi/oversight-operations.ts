@@ -37,7 +37,7 @@ export const OVERSIGHT_OPERATIONS: Readonly<Record<string, Operation>> = {
     tag: 'Webhooks',
     params: { webhook_id: WEBHOOK_ID },
     responses: { 200: { description: 'The webhook as it now is', schema: webhookView } },
-    errors: errors(SCOPED, 404),
+    errors: errors(SCOPED, READ, 404),
   },
   'GET /webhooks/:webhook_id/deliveries': {
     summary: 'List a webhook\'s deliveries',
@@ -56,7 +56,7 @@ export const OVERSIGHT_OPERATIONS: Readonly<Record<string, Operation>> = {
     tag: 'Webhooks',
     params: { webhook_id: WEBHOOK_ID },
     responses: { 200: { description: 'The webhook with its new secret', schema: createdWebhook } },
-    errors: errors(SCOPED, BODY, 404, 409),
+    errors: errors(SCOPED, BODY, READ, 404, 409),
   },
   'POST /webhooks/:webhook_id/deliveries/:delivery_id/retry': {
     summary: 'Retry a dead delivery',

@@ -3,7 +3,7 @@ import { LinkKind } from '../../domain/agent-record.js';
 import { MONTH } from '../../domain/billing.js';
 import { AgentKind, ReviewOutcome, Scope } from '../../domain/schemas.js';
 import { EventType, Gate } from '../../domain/scoring.js';
-import { WEBHOOK_EVENTS, WEBHOOK_FORMATS } from '../../domain/webhook.js';
+import { SUBSCRIBABLE_EVENTS, WEBHOOK_EVENTS, WEBHOOK_FORMATS } from '../../domain/webhook.js';
 
 /**
  * zod schemas of the JSON bodies the routes answer with, for GET /openapi.json (and for the check
@@ -156,7 +156,7 @@ export const consistencyProof = z.strictObject({ from: seq, to: seq, hashes: z.a
 export const webhookView = z.strictObject({
   id: seq.describe('Per org, from 1'),
   url: z.string(),
-  events: z.array(z.enum(WEBHOOK_EVENTS)),
+  events: z.array(z.enum(SUBSCRIBABLE_EVENTS)),
   format: z.enum(WEBHOOK_FORMATS),
   active: z.boolean(),
   secret_hint: z.string().describe('The last 8 characters of the signing secret'),
