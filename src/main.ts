@@ -1,33 +1,29 @@
 import { statSync } from 'node:fs';
 import { z } from 'zod';
-import { parseCommand, UsageError, verifierKeyOf } from './cli/args.js';
+import { oneLine, parseCommand, usageLine, UsageError, verifierKeyOf } from './cli/args.js';
 import { monitor } from './cli/monitor.js';
 import { isBundleArchive, verifyBundle, type BundleReport } from './cli/verify-bundle.js';
 import { verifyLedgerFile } from './cli/verify-file.js';
+import { bytes, Progress } from './cli/progress.js';
+import { COMMAND_USAGE, isCommand, USAGE, type Command } from './cli/usage.js';
 import { ConfigError, loadConfig, type Config } from './config.js';
 import { Scope, orgSlug } from './domain/schemas.js';
 import { ensureError, StartError, VigilError } from './errors.js';
 import { createLogger, type Logger } from './log.js';
 
-const USAGE = `usage: vigil <command>
-  serve                                              run the service (embedded mode)
-  keys create --org <slug> --scopes a,b[,c] [--name n]  create an API key (creates the org if needed)
-  keys list --org <slug>                             list an org's keys, a JSON line each (never a secret)
-  keys revoke <key_id>                               revoke a key (refused from then on, on every node)
-  orgs set-plan --org <slug> --plan <free|team|scale> [--billing-email e]  set an org's plan
-  verify <ledger.jsonl>                              verify an exported ledger offline
-  verify <bundle.tar.gz|dir> [--manifest-sha256 <hex>] [--key <vkey|@file>]  verify an export bundle
-                                                     offline: its chain, and its records against the signed
-                                                     log checkpoint it carries (--key: signed by that key,
-                                                     from GET /public/log-key; --manifest-sha256: the value
-                                                     from GET /exports)
-  monitor <base url> <org> --key <vkey|@file> --state <file> [--follow [--interval s]]  check an org's
-                                                     public checkpoints; exit 2 on a fork (monitor --help)
-  help, --help, -h                                   this text (also: <command> --help)
-scopes: ${Scope.join(', ')}`;
+/** The command being run, for the one-line error of a bad argument. */
+let running: Command | null = null;
 
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
+  if (command === undefined) {
+    // Serving is asked for by name: a bare `vigil` beside a running server must not start another.
+    console.error(USAGE);
+    return 2;
+  }
+  if (command === 'help' || command === '--help' || command === '-h') return help(rest);
+  if (!isCommand(command)) throw new UsageError(`unknown command ${command}`);
+  running = command;
   switch (command) {
     case 'serve':
       return serve(rest);
@@ -39,16 +35,6 @@ async function main(argv: string[]): Promise<number> {
       return verify(rest);
     case 'monitor':
       return monitor(rest);
-    case 'help':
-    case '--help':
-    case '-h':
-      return help();
-    case undefined:
-      // Serving is asked for by name: a bare `vigil` beside a running server must not start another.
-      console.error(USAGE);
-      return 2;
-    default:
-      throw new UsageError(`unknown command ${command}`);
   }
 }
 
@@ -57,13 +43,18 @@ function cliLogger(config: Config): Logger {
   return createLogger(config.logLevel, process.stderr);
 }
 
-function help(): number {
-  console.log(USAGE);
+/** `help`: the commands; `help <command>` (or `<command> --help`): that command's usage. */
+function help(args: readonly string[]): number {
+  const [name, extra] = args;
+  if (extra !== undefined) throw new UsageError(`unexpected argument ${extra}`);
+  if (name === undefined) console.log(USAGE);
+  else if (isCommand(name)) console.log(COMMAND_USAGE[name]);
+  else throw new UsageError(`unknown command ${name}`);
   return 0;
 }
 
 async function serve(args: string[]): Promise<number> {
-  if (parseCommand(args, {}, 0).values.help === true) return help();
+  if (parseCommand(args, {}, 0).values.help === true) return help(['serve']);
   // The first-start key goes to the terminal only, as plain text: never into a JSON log line.
   const showFirstKey = (key: string): void => console.log(`\n  Vigil created org "default" with an admin key (shown only now):\n\n    ${key}\n`);
   const config = loadConfig();
@@ -87,7 +78,7 @@ async function serve(args: string[]): Promise<number> {
 
 async function orgs(args: string[]): Promise<number> {
   const { positionals, values } = parseCommand(args, { org: { type: 'string' }, plan: { type: 'string' }, 'billing-email': { type: 'string' } }, 1);
-  if (values.help === true) return help();
+  if (values.help === true) return help(['orgs']);
   if (positionals[0] !== 'set-plan') throw new UsageError(`orgs: ${positionals[0] === undefined ? 'name a subcommand' : `unknown subcommand ${positionals[0]}`}; use set-plan`);
   if (values.org === undefined || values.plan === undefined) throw new UsageError('orgs set-plan needs --org and --plan');
   const email = values['billing-email'];
@@ -105,7 +96,7 @@ async function orgs(args: string[]): Promise<number> {
 
 async function keys(args: string[]): Promise<number> {
   const { positionals, values } = parseCommand(args, { org: { type: 'string' }, scopes: { type: 'string' }, name: { type: 'string' } }, 2);
-  if (values.help === true) return help();
+  if (values.help === true) return help(['keys']);
   if (positionals[0] === 'revoke') return revokeKey(positionals.slice(1));
   if (positionals[0] === 'list') return listKeys(positionals.slice(1), values.org);
   if (positionals[0] !== 'create') throw new UsageError(`keys: ${positionals[0] === undefined ? 'name a subcommand' : `unknown subcommand ${positionals[0]}`}; use create, list or revoke`);
@@ -166,15 +157,12 @@ async function openRegistry(config: Config) {
 }
 
 async function verify(args: string[]): Promise<number> {
-  const parsed = parseCommand(args, { 'manifest-sha256': { type: 'string' }, key: { type: 'string' } }, 1);
-  if (parsed.values.help === true) return help();
+  const parsed = parseCommand(args, { 'manifest-sha256': { type: 'string' }, key: { type: 'string' }, progress: { type: 'boolean' } }, 1);
+  if (parsed.values.help === true) return help(['verify']);
   const path = parsed.positionals[0];
   if (path === undefined) throw new UsageError('verify needs a ledger file or a bundle');
   const expected = parsed.values['manifest-sha256'];
-  if (expected !== undefined && !/^[0-9a-fA-F]{64}$/.test(expected)) {
-    console.error('--manifest-sha256: expected 64 hex characters');
-    return 2;
-  }
+  if (expected !== undefined && !/^[0-9a-fA-F]{64}$/.test(expected)) throw new UsageError('--manifest-sha256: expected 64 hex characters');
   const key = parsed.values.key === undefined ? undefined : await verifierKeyOf(parsed.values.key);
   if (isBundleArchive(path) || isDirectory(path)) {
     const report = await verifyBundle(path, { ...(expected === undefined ? {} : { expectedManifestSha256: expected }), ...(key === undefined ? {} : { key }) });
@@ -182,10 +170,18 @@ async function verify(args: string[]): Promise<number> {
     return report.ok ? 0 : 1;
   }
   if (expected !== undefined || key !== undefined) {
-    console.error(`--${expected !== undefined ? 'manifest-sha256' : 'key'} applies to a bundle (a directory, .tar.gz or .tgz)`);
-    return 2;
+    throw new UsageError(`--${expected !== undefined ? 'manifest-sha256' : 'key'} applies to a bundle (a directory, .tar.gz or .tgz)`);
   }
-  const report = await verifyLedgerFile(path);
+  const progress = Progress.forStderr(parsed.values.progress === true);
+  const started = performance.now();
+  let read = 0;
+  const report = await verifyLedgerFile(path, (at) => {
+    read = at.records;
+    progress.update(() => `verify: ${records(at.records)}, ${bytes(at.bytesRead)} of ${bytes(at.total)} (${Math.floor((100 * at.bytesRead) / Math.max(1, at.total))}%)`);
+  }).catch((error: unknown) => {
+    throw unreadable(path, error);
+  });
+  progress.done(`verify: ${records(read)} read in ${((performance.now() - started) / 1000).toFixed(1)} s`);
   console.log(JSON.stringify(report));
   if (report.ok) {
     console.log(`OK: ${report.length} records, chain intact, head ${report.head ?? '(empty)'}`);
@@ -193,6 +189,14 @@ async function verify(args: string[]): Promise<number> {
   }
   console.log(`FAILED: first bad record at seq ${report.first_bad_seq}: ${report.problem}`);
   return 1;
+}
+
+const records = (n: number): string => `${n.toLocaleString('en')} record${n === 1 ? '' : 's'}`;
+
+/** A file the OS would not let us read is the operator's to fix: one line (ENOENT, EACCES, EISDIR, …). */
+function unreadable(path: string, error: unknown): Error {
+  const code = (error as NodeJS.ErrnoException).code;
+  return code === undefined ? ensureError(error) : new VigilError('not_found', `cannot read ${path}: ${code}`);
 }
 
 function isDirectory(path: string): boolean {
@@ -219,12 +223,13 @@ main(process.argv.slice(2)).then(
   (error: unknown) => {
     const e = ensureError(error);
     if (e instanceof UsageError) {
-      console.error(`${e.message}\n${USAGE}`);
+      console.error(usageLine(running, e.message));
       process.exit(2);
     }
-    // What the operator can fix is said in one message; anything else is a bug and keeps its stack.
+    // What the operator can fix is said in one line; anything else is a bug and keeps its stack.
     const expected = e instanceof ConfigError || e instanceof VigilError || e instanceof StartError;
-    console.error(expected ? e.message : (e.stack ?? e.message));
-    process.exit(1);
+    console.error(expected ? `vigil${running === null ? '' : ` ${running}`}: ${oneLine(e.message)}` : (e.stack ?? e.message));
+    // A bad value of an argument (--org, --scopes, --billing-email) is bad input, as a usage error is.
+    process.exit(e instanceof VigilError && e.code === 'validation_failed' ? 2 : 1);
   },
 );

@@ -4,11 +4,19 @@ import { parseVerifierKey, type NoteKey } from '../domain/signed-note.js';
 
 type ParsedResults<T extends ParseArgsConfig> = ReturnType<typeof parseArgs<T>>;
 
-/** Wrong command-line arguments: the CLI prints the message and the usage, and exits 2 (no stack trace). */
+/** Wrong command-line arguments: the CLI prints one line (usageLine) and exits 2 (monitor: 1). */
 export class UsageError extends Error {
   override name = 'UsageError';
   readonly code = 'usage';
 }
+
+/** `vigil keys: <message> (see vigil keys --help)`: the one line a bad argument gets. */
+export function usageLine(command: string | null, message: string): string {
+  return command === null ? `vigil: ${oneLine(message)} (see vigil help)` : `vigil ${command}: ${oneLine(message)} (see vigil ${command} --help)`;
+}
+
+/** A message on one line: whatever breaks a line becomes a space. */
+export const oneLine = (message: string): string => message.replace(/\s*[\r\n]+\s*/g, ' ').trim();
 
 type Options = NonNullable<ParseArgsConfig['options']>;
 
@@ -25,7 +33,8 @@ export function parseCommand<const O extends Options>(args: string[], options: O
     parsed = parseArgs(config);
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code ?? '';
-    if (code.startsWith('ERR_PARSE_ARGS_')) throw new UsageError((error as Error).message, { cause: error });
+    // Node's text for an unknown option goes on about '--'; its first sentence says it all.
+    if (code.startsWith('ERR_PARSE_ARGS_')) throw new UsageError((error as Error).message.replace(/\. To specify a positional argument.*$/s, ''), { cause: error });
     throw error;
   }
   if ((parsed.values as { help?: boolean }).help !== true && parsed.positionals.length > maxPositionals) {

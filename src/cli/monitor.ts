@@ -2,12 +2,13 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { judge, needsProof, openCheckpoint, type Opened } from '../domain/log-monitor.js';
 import { orgSlug } from '../domain/schemas.js';
 import type { Checkpoint, NoteKey } from '../domain/signed-note.js';
-import { parseCommand, UsageError, verifierKeyOf } from './args.js';
+import { parseCommand, usageLine, UsageError, verifierKeyOf } from './args.js';
+import { Progress } from './progress.js';
 import { LogReadError, PublicLog } from './log-client.js';
 import { readState, StateFileError, writeState, type SeenCheckpoint } from './monitor-state.js';
 
 export const MONITOR_USAGE = `usage: vigil monitor <base url> <org> --key <vkey|@file> --state <file> [--follow [--interval <seconds>] [--withheld <polls>]]
-  Follows an org's public checkpoints (GET <base url>/public/checkpoints/<org>, DESIGN §10): checks
+  Follows an org's public checkpoints (GET <base url>/public/checkpoints/<org>; README, "Transparency log"): checks
   each new one's signature and origin, and that it extends the last one seen (a consistency proof).
   --key <vkey>      the log's verifier key, as GET <base url>/public/log-key serves it
   --key @<file>     the same, read from a file
@@ -17,6 +18,8 @@ export const MONITOR_USAGE = `usage: vigil monitor <base url> <org> --key <vkey|
   --interval <s>    seconds between polls with --follow (default 10)
   --withheld <n>    with --follow: polls that may serve a larger signed checkpoint but no consistency
                     proof for it (before one is proven) until that is an alarm (default 6)
+  --progress        with --follow: a line on stderr at each poll that found nothing new, even when
+                    stderr is not a terminal (on a terminal the poll count is shown in place anyway)
 exit status: 0 checked (or first seen, or stopped by a signal); 1 bad arguments, network or state
   file error (and, without --follow, a proof not served); 2 alarm: a fork (a smaller size, two
   roots for one size, a failing consistency proof), a bad signature or origin, or with --follow a
@@ -34,6 +37,8 @@ export interface MonitorOptions {
   follow: boolean;
   intervalSeconds: number;
   withheldPolls: number;
+  /** --progress: polls that found nothing new are told on stderr even when it is not a terminal. */
+  progress: boolean;
 }
 
 /** One look at the log: the checkpoint accepted (and remembered), or why not. */
@@ -50,7 +55,7 @@ export async function monitor(args: string[]): Promise<number> {
     options = await parseMonitorArgs(args);
   } catch (error) {
     if (!(error instanceof UsageError)) throw error;
-    console.error(`${error.message}\n${MONITOR_USAGE}`);
+    console.error(usageLine('monitor', error.message));
     return EXIT.error;
   }
   if (options === 'help') {
@@ -96,35 +101,47 @@ async function follow(o: MonitorOptions): Promise<number> {
     /** Polls since the last proven extension that served a larger signed checkpoint and no proof for it. */
     let withheld = 0;
     let first = true;
+    let polls = 0;
+    const progress = Progress.forStderr(o.progress);
+    const tell = (line: string): void => {
+      progress.clear();
+      console.error(line);
+    };
     while (!stop.signal.aborted) {
+      polls++;
       try {
         const step = await check(o, seen, stop.signal);
         if (step.type === 'refused') {
-          console.error(step.message);
+          tell(step.message);
           return step.exit;
         }
         if (step.type === 'withheld') {
           withheld++;
           if (withheld >= o.withheldPolls) {
-            console.error(`WITHHELD PROOF: ${withheldLine(o, step)}, ${withheld} polls in a row: a log that signs a checkpoint must prove it extends what it signed before`);
+            tell(`WITHHELD PROOF: ${withheldLine(o, step)}, ${withheld} polls in a row: a log that signs a checkpoint must prove it extends what it signed before`);
             return EXIT.alarm;
           }
-          if (withheld === 1) console.error(`${withheldLine(o, step)}; retrying every ${o.intervalSeconds} s (an alarm after ${o.withheldPolls} polls in a row)`);
+          if (withheld === 1) tell(`${withheldLine(o, step)}; retrying every ${o.intervalSeconds} s (an alarm after ${o.withheldPolls} polls in a row)`);
           await sleep(o.intervalSeconds * 1000, undefined, { signal: stop.signal }).catch(() => undefined);
           continue;
         }
         // Only a proven extension ends a run of withheld proofs: a log that answers with the old
         // checkpoint between them has still not proven the larger one it signed.
         if (step.verdict !== 'unchanged') withheld = 0;
-        if (failures > 0) console.error(`${o.log.checkpointUrl}: answering again after ${failures} failed attempt${failures === 1 ? '' : 's'}`);
+        if (failures > 0) tell(`${o.log.checkpointUrl}: answering again after ${failures} failed attempt${failures === 1 ? '' : 's'}`);
         [failure, failures] = [null, 0];
-        if (first || step.verdict !== 'unchanged') console.log(progressLine(o, step));
+        if (first || step.verdict !== 'unchanged') {
+          progress.clear();
+          console.log(progressLine(o, step));
+        } else {
+          progress.update(() => `monitor: ${o.log.org} at size ${step.seen.size}, nothing new at poll ${polls} (${new Date().toISOString()})`);
+        }
         first = false;
         seen = step.seen;
       } catch (error) {
         if (stop.signal.aborted) break;
         if (!(error instanceof LogReadError)) throw error;
-        if (failure !== error.message) console.error(`${error.message}; retrying every ${o.intervalSeconds} s`);
+        if (failure !== error.message) tell(`${error.message}; retrying every ${o.intervalSeconds} s`);
         [failure, failures] = [error.message, failures + 1];
       }
       await sleep(o.intervalSeconds * 1000, undefined, { signal: stop.signal }).catch(() => undefined);
@@ -218,7 +235,7 @@ function forkAlarm(o: MonitorOptions, seen: SeenCheckpoint, next: Checkpoint, pr
 
 /** The arguments of `vigil monitor`, checked; a UsageError names the first that is wrong. */
 export async function parseMonitorArgs(args: string[]): Promise<MonitorOptions | 'help'> {
-  const { positionals, values } = parseCommand(args, { key: { type: 'string' }, state: { type: 'string' }, follow: { type: 'boolean' }, interval: { type: 'string' }, withheld: { type: 'string' } }, 2);
+  const { positionals, values } = parseCommand(args, { key: { type: 'string' }, state: { type: 'string' }, follow: { type: 'boolean' }, interval: { type: 'string' }, withheld: { type: 'string' }, progress: { type: 'boolean' } }, 2);
   if (values.help === true) return 'help';
   const [base, org] = positionals;
   if (base === undefined || org === undefined) throw new UsageError('monitor needs a base URL and an org');
@@ -229,9 +246,10 @@ export async function parseMonitorArgs(args: string[]): Promise<MonitorOptions |
   const seconds = values.interval === undefined ? DEFAULT_INTERVAL_SECONDS : Number(values.interval);
   if (!(seconds > 0 && seconds <= 86_400)) throw new UsageError(`--interval: ${values.interval} is not a number of seconds above 0 and at most 86400`);
   if (values.withheld !== undefined && values.follow !== true) throw new UsageError('--withheld applies to --follow');
+  if (values.progress === true && values.follow !== true) throw new UsageError('--progress applies to --follow');
   const withheldPolls = values.withheld === undefined ? DEFAULT_WITHHELD_POLLS : Number(values.withheld);
   if (!(Number.isInteger(withheldPolls) && withheldPolls >= 1 && withheldPolls <= 10_000)) throw new UsageError(`--withheld: ${values.withheld} is not a whole number of polls from 1 to 10000`);
-  return { log: new PublicLog(baseUrl(base), slug.data), key: await verifierKeyOf(values.key), statePath: values.state, follow: values.follow === true, intervalSeconds: seconds, withheldPolls };
+  return { log: new PublicLog(baseUrl(base), slug.data), key: await verifierKeyOf(values.key), statePath: values.state, follow: values.follow === true, intervalSeconds: seconds, withheldPolls, progress: values.progress === true };
 }
 
 /** The base URL without a trailing slash; http or https, no query or fragment. */

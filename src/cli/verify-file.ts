@@ -1,11 +1,25 @@
 import { createReadStream } from 'node:fs';
+import { stat } from 'node:fs/promises';
 import { createInterface } from 'node:readline';
 import { ChainVerifier, rowFromExport, type ExportedRecord, type VerifyReport } from '../domain/ledger.js';
 
-/** Verifies an exported ledger (JSON Lines) with the same chain code the server uses. */
-export async function verifyLedgerFile(path: string): Promise<VerifyReport> {
+/** How far a verification has read: records, and bytes of the file's `total`. */
+export interface FileProgress {
+  records: number;
+  bytesRead: number;
+  total: number;
+}
+
+/**
+ * Verifies an exported ledger (JSON Lines) with the same chain code the server uses. `progress`
+ * is told after each record (cheap: a caller throttles what it prints).
+ */
+export async function verifyLedgerFile(path: string, progress?: (at: FileProgress) => void): Promise<VerifyReport> {
   const verifier = new ChainVerifier();
-  const lines = createInterface({ input: createReadStream(path, 'utf8'), crlfDelay: Infinity });
+  const { size: total } = await stat(path);
+  const input = createReadStream(path, 'utf8');
+  const lines = createInterface({ input, crlfDelay: Infinity });
+  let records = 0;
   for await (const line of lines) {
     if (line.trim() === '') continue;
     let record: ExportedRecord;
@@ -15,6 +29,7 @@ export async function verifyLedgerFile(path: string): Promise<VerifyReport> {
     } catch (error) {
       verifier.fail(`unreadable record: ${(error as Error).message}`);
     }
+    progress?.({ records: ++records, bytesRead: input.bytesRead, total });
   }
   return verifier.report();
 }

@@ -10,58 +10,93 @@ async function inTurns<T, R>(items: readonly T[], run: (item: T) => Promise<R>):
 }
 
 describe('CLI usage', () => {
-  it('prints the usage and exits 0 for help, on every command, without a stack trace', async () => {
+  it('prints the commands for help, and each command\'s own usage for <command> --help and help <command>, exit 0', async () => {
     const dir = tempDir();
     try {
-      const cases = [['help'], ['--help'], ['-h'], ['serve', '--help'], ['keys', '--help'], ['keys', 'create', '--help'], ['orgs', '--help'], ['orgs', 'set-plan', '-h'], ['verify', '--help']];
-      const runs = await inTurns(cases, (args) => runCli(args, { VIGIL_DATA_DIR: dir, VIGIL_PORT: '0' }));
-      runs.forEach((run, i) => {
-        const what = cases[i]!.join(' ');
-        expect(run.timedOut, what).toBe(false);
-        expect(run.code, what).toBe(0);
-        expect(run.stdout, what).toContain('usage: vigil <command>');
-        expect(run.stdout, what).toContain('keys create --org <slug>');
-        expect(run.stderr, what).not.toMatch(STACK_LINE);
-      });
-    } finally {
-      removeDir(dir);
-    }
-  });
-
-  it('answers unknown flags, commands and missing arguments with one line and the usage, exit 2, no stack trace', async () => {
-    const dir = tempDir();
-    try {
-      const cases: [string[], RegExp][] = [
-        [['keys', 'create', '--org', 'a', '--scopes', 'admin', '--bogus'], /^Unknown option '--bogus'/],
-        [['keys', 'create', '--org'], /^Option '--org <value>' argument missing/],
-        [['keys', 'create', '--scopes', 'admin'], /^keys create needs --org and --scopes$/],
-        [['keys'], /^keys: name a subcommand; use create, list or revoke$/],
-        [['keys', 'delete'], /^keys: unknown subcommand delete; use create, list or revoke$/],
-        [['keys', 'revoke'], /^keys revoke needs one key id /],
-        [['orgs', 'set-plan', '--org', 'a', '--plan', 'team', '--nope'], /^Unknown option '--nope'/],
-        [['orgs', 'set-plan', '--org', 'a'], /^orgs set-plan needs --org and --plan$/],
-        [['verify', '--what', 'x.jsonl'], /^Unknown option '--what'/],
-        [['verify'], /^verify needs a ledger file or a bundle$/],
-        [['verify', 'a.jsonl', 'b.jsonl'], /^unexpected argument b\.jsonl$/],
-        [['serve', '--port', '1'], /^Unknown option '--port'/],
-        [['serve', 'now'], /^unexpected argument now$/],
-        [['frobnicate'], /^unknown command frobnicate$/],
+      const cases: [string[], string][] = [
+        [['help'], 'usage: vigil <command>'],
+        [['--help'], 'usage: vigil <command>'],
+        [['-h'], 'usage: vigil <command>'],
+        [['serve', '--help'], 'usage: vigil serve'],
+        [['keys', '--help'], 'usage: vigil keys <create|list|revoke>'],
+        [['keys', 'create', '--help'], 'usage: vigil keys <create|list|revoke>'],
+        [['help', 'keys'], 'usage: vigil keys <create|list|revoke>'],
+        [['orgs', '--help'], 'usage: vigil orgs set-plan'],
+        [['orgs', 'set-plan', '-h'], 'usage: vigil orgs set-plan'],
+        [['verify', '--help'], 'usage: vigil verify <ledger.jsonl>'],
+        [['help', 'verify'], 'usage: vigil verify <ledger.jsonl>'],
+        [['monitor', '--help'], 'usage: vigil monitor <base url>'],
+        [['help', 'monitor'], 'usage: vigil monitor <base url>'],
       ];
       const runs = await inTurns(cases, ([args]) => runCli(args, { VIGIL_DATA_DIR: dir, VIGIL_PORT: '0' }));
       runs.forEach((run, i) => {
         const [args, first] = cases[i]!;
         const what = args.join(' ');
         expect(run.timedOut, what).toBe(false);
-        expect(run.code, what).toBe(2);
-        const [line, ...rest] = run.stderr.trimEnd().split('\n');
-        expect(line, what).toMatch(first);
-        expect(rest[0], what).toBe('usage: vigil <command>');
+        expect(run.code, what).toBe(0);
+        expect(run.stdout.split('\n')[0], what).toContain(first);
         expect(run.stderr, what).not.toMatch(STACK_LINE);
-        expect(run.stdout, what).toBe('');
       });
+      // The command list names every command; each usage says what its exit statuses mean.
+      for (const command of ['serve', 'keys', 'orgs', 'verify', 'monitor', 'help']) expect(runs[0]!.stdout).toMatch(new RegExp(`^  ${command} `, 'm'));
+      runs.slice(3).forEach((run, i) => expect(run.stdout, cases[i + 3]![0].join(' ')).toMatch(/^exit status: /m));
     } finally {
       removeDir(dir);
     }
+  });
+
+  it('answers bad arguments with one line naming the problem and where the usage is, exit 2, no stack trace, nothing changed', async () => {
+    const dir = tempDir();
+    try {
+      const cases: [string[], string][] = [
+        [['keys', 'create', '--org', 'a', '--scopes', 'admin', '--bogus'], "vigil keys: Unknown option '--bogus' (see vigil keys --help)"],
+        [['keys', 'create', '--org'], "vigil keys: Option '--org <value>' argument missing (see vigil keys --help)"],
+        [['keys', 'create', '--scopes', 'admin'], 'vigil keys: keys create needs --org and --scopes (see vigil keys --help)'],
+        [['keys', 'create', '--org', 'Not A Slug', '--scopes', 'admin'], 'vigil keys: --org: org slug is 1-64 lowercase letters, digits or inner hyphens'],
+        [['keys', 'create', '--org', 'a', '--scopes', 'admin,root'], 'vigil keys: --scopes: unknown scope root; use events:write, review, admin, audit:read'],
+        [['keys'], 'vigil keys: keys: name a subcommand; use create, list or revoke (see vigil keys --help)'],
+        [['keys', 'delete'], 'vigil keys: keys: unknown subcommand delete; use create, list or revoke (see vigil keys --help)'],
+        [['keys', 'revoke'], 'vigil keys: keys revoke needs one key id (key_…, as keys create printed it) (see vigil keys --help)'],
+        [['orgs', 'set-plan', '--org', 'a', '--plan', 'team', '--nope'], "vigil orgs: Unknown option '--nope' (see vigil orgs --help)"],
+        [['orgs', 'set-plan', '--org', 'a'], 'vigil orgs: orgs set-plan needs --org and --plan (see vigil orgs --help)'],
+        [['orgs', 'set-plan', '--org', 'a', '--plan', 'team', '--billing-email', 'nope'], 'vigil orgs: --billing-email: not an e-mail address'],
+        [['verify', '--what', 'x.jsonl'], "vigil verify: Unknown option '--what' (see vigil verify --help)"],
+        [['verify'], 'vigil verify: verify needs a ledger file or a bundle (see vigil verify --help)'],
+        [['verify', 'a.jsonl', 'b.jsonl'], 'vigil verify: unexpected argument b.jsonl (see vigil verify --help)'],
+        [['verify', 'a.jsonl', '--manifest-sha256', 'zz'], 'vigil verify: --manifest-sha256: expected 64 hex characters (see vigil verify --help)'],
+        [['serve', '--port', '1'], "vigil serve: Unknown option '--port' (see vigil serve --help)"],
+        [['serve', 'now'], 'vigil serve: unexpected argument now (see vigil serve --help)'],
+        [['frobnicate'], 'vigil: unknown command frobnicate (see vigil help)'],
+        [['help', 'frobnicate'], 'vigil: unknown command frobnicate (see vigil help)'],
+      ];
+      const runs = await inTurns(cases, ([args]) => runCli(args, { VIGIL_DATA_DIR: dir, VIGIL_PORT: '0' }));
+      runs.forEach((run, i) => {
+        const [args, line] = cases[i]!;
+        const what = args.join(' ');
+        expect(run.timedOut, what).toBe(false);
+        expect(run.code, what).toBe(2);
+        expect(run.stderr, what).toBe(`${line}\n`);
+        expect(run.stdout, what).toBe('');
+      });
+      // No org or key was made by any of them.
+      const listed = await runCli(['keys', 'list', '--org', 'a'], { VIGIL_DATA_DIR: dir });
+      expect([listed.code, listed.stdout]).toEqual([0, '']);
+    } finally {
+      removeDir(dir);
+    }
+  });
+
+  it('a file it cannot read is one line and exit 1; --progress tells records and bytes on stderr, stdout unchanged', async () => {
+    const missing = await runCli(['verify', '/nonexistent/ledger.jsonl'], {});
+    expect([missing.code, missing.stderr, missing.stdout]).toEqual([1, 'vigil verify: cannot read /nonexistent/ledger.jsonl: ENOENT\n', '']);
+    const fixture = 'test/fixtures/ledger-v1.jsonl';
+    const [quiet, told] = await Promise.all([runCli(['verify', fixture], {}), runCli(['verify', fixture, '--progress'], {})]);
+    expect([quiet.code, told.code]).toEqual([0, 0]);
+    expect(told.stdout).toBe(quiet.stdout);
+    expect(quiet.stderr).toBe('');
+    const lines = told.stderr.trimEnd().split('\n');
+    expect(lines[0]).toMatch(/^verify: 1 record, \d+\.\d KB of \d+\.\d KB \(\d+%\)$/);
+    expect(lines.at(-1)).toMatch(/^verify: 5 records read in \d+\.\d s$/);
   });
 });
 
