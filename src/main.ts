@@ -165,6 +165,7 @@ async function verify(args: string[]): Promise<number> {
   if (expected !== undefined && !/^[0-9a-fA-F]{64}$/.test(expected)) throw new UsageError('--manifest-sha256: expected 64 hex characters');
   const key = parsed.values.key === undefined ? undefined : await verifierKeyOf(parsed.values.key);
   if (isBundleArchive(path) || isDirectory(path)) {
+    if (parsed.values.progress === true) throw new UsageError('--progress applies to a ledger file (a bundle is checked in one step)');
     const report = await verifyBundle(path, { ...(expected === undefined ? {} : { expectedManifestSha256: expected }), ...(key === undefined ? {} : { key }) });
     console.log(bundleVerdict(report));
     return report.ok ? 0 : 1;

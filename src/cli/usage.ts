@@ -25,7 +25,7 @@ exit status: 0 done; 1 an error (e.g. no such key); 2 bad arguments`,
   Sets an org's plan (creating the org if needed) and prints it as a JSON line.
 exit status: 0 done; 1 an error; 2 bad arguments`,
   verify: `usage: vigil verify <ledger.jsonl> [--progress]
-       vigil verify <bundle.tar.gz|bundle dir> [--manifest-sha256 <hex>] [--key <vkey|@file>] [--progress]
+       vigil verify <bundle.tar.gz|bundle dir> [--manifest-sha256 <hex>] [--key <vkey|@file>]
   A ledger file (GET /audit/export): checks every record's hash and its link to the one before,
   offline, with the server's own chain code. Prints a JSON report, then OK or FAILED with the first
   bad seq.
@@ -34,8 +34,8 @@ exit status: 0 done; 1 an error; 2 bad arguments`,
   --manifest-sha256 <hex>  the bundle's digest as GET /exports lists it: the bundle must match it
   --key <vkey>             the log's verifier key (GET /public/log-key), or @<file> holding it:
                            the checkpoint must be signed by it
-  --progress               progress on stderr even when it is not a terminal (on a terminal it
-                           is shown anyway): records and bytes read, once a second
+  --progress               for a ledger file: progress on stderr even when it is not a terminal
+                           (on a terminal it is shown anyway): records and bytes read, once a second
 exit status: 0 valid; 1 invalid (or unreadable); 2 bad arguments`,
   monitor: MONITOR_USAGE,
 } as const;

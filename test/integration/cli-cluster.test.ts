@@ -70,7 +70,7 @@ run('CLI with VIGIL_NATS_URL', () => {
     expect(ok).toMatchObject({ code: 0, stderr: '', stdout: '{"org":"acme","plan":"team","billing_email":"billing@acme.example"}\n' });
     await expect.poll(() => node.getOrg('acme')?.plan, { timeout: 5000 }).toBe('team');
     expect(node.getOrg('acme')?.billing_email).toBe('billing@acme.example');
-    expect(refused).toMatchObject({ code: 1, stdout: '', stderr: 'org nobody not found\n' });
+    expect(refused).toMatchObject({ code: 1, stdout: '', stderr: 'vigil orgs: org nobody not found\n' });
     expect(node.getOrg('nobody')).toBeUndefined();
     expect(existsSync(unused)).toBe(false);
   });
@@ -79,7 +79,7 @@ run('CLI with VIGIL_NATS_URL', () => {
     const gone = servers!.urls[0]!.replace(/:\d+$/, ':1');
     const r = await runCli(['orgs', 'set-plan', '--org', 'acme', '--plan', 'team'], { VIGIL_NATS_URL: gone, VIGIL_DATA_DIR: unused });
     expect(r.code).toBe(1);
-    expect(r.stderr).toMatch(/^cannot reach NATS at nats:\/\/127\.0\.0\.1:1: .+\n$/);
+    expect(r.stderr).toMatch(/^vigil orgs: cannot reach NATS at nats:\/\/127\.0\.0\.1:1: .+\n$/);
     expect(r.stderr).not.toMatch(STACK_LINE);
     expect(existsSync(unused)).toBe(false);
   });

@@ -128,7 +128,7 @@ run('cluster mode', () => {
     expect(Date.now() - started).toBeLessThan(5_000);
     // Another key of the org still works.
     expect((await call(b.url, 'GET', '/orgs/me')).status).toBe(200);
-    expect(await runCli(['keys', 'revoke', 'key_nope'], { VIGIL_NATS_URL: nats.urls.join(','), VIGIL_DATA_DIR: joinPath(dirs[0]!, 'cli-never') })).toMatchObject({ code: 1, stdout: '', stderr: 'key key_nope not found\n' });
+    expect(await runCli(['keys', 'revoke', 'key_nope'], { VIGIL_NATS_URL: nats.urls.join(','), VIGIL_DATA_DIR: joinPath(dirs[0]!, 'cli-never') })).toMatchObject({ code: 1, stdout: '', stderr: 'vigil keys: key key_nope not found\n' });
   }, 30_000);
 
   it('rebuilds a deleted replica from the stream on start', async () => {
