@@ -34,6 +34,7 @@ export class Metrics {
   readonly requestSeconds: Histogram<'method' | 'route' | 'status'>;
   private readonly ingestBatch: Histogram<'transport'>;
   private readonly events: Counter<'gate' | 'org'>;
+  private readonly refused: Counter<'code' | 'org'>;
   private readonly commitSeconds: Histogram;
   private readonly commitRecords: Histogram;
   private readonly deliveries: Counter<'outcome'>;
@@ -62,6 +63,12 @@ export class Metrics {
       name: 'vigil_ingest_events_total',
       help: 'Events ingested, by gate decision (pass, hold, alert, collapse), or `refused` when the event got an error.',
       labelNames: orgLabels ? ['gate', 'org'] : ['gate'],
+      registers,
+    });
+    this.refused = new Counter({
+      name: 'vigil_ingest_refused_total',
+      help: 'Events answered with an error, by its code (validation_failed, quota_exceeded, overloaded, unavailable, …), whatever the transport: a batch or a stream frame answers 200 with per-event errors.',
+      labelNames: orgLabels ? ['code', 'org'] : ['code'],
       registers,
     });
     this.commitSeconds = new Histogram({
@@ -136,10 +143,13 @@ export class Metrics {
     this.ingestBatch.observe({ transport }, events);
   }
 
-  /** An event's outcome: its gate decision, or `refused`. */
-  ingested(org: string, gate: (typeof GATES)[number]): void {
+  /** An event's outcome: its gate decision, or `refused` with the error's code. */
+  ingested(org: string, gate: (typeof GATES)[number], code?: string): void {
     if (this.orgLabels) this.events.inc({ gate, org });
     else this.events.inc({ gate });
+    if (gate !== 'refused') return;
+    if (this.orgLabels) this.refused.inc({ code: code ?? 'internal', org });
+    else this.refused.inc({ code: code ?? 'internal' });
   }
 
   /** A writer batch of `records` records made durable `seconds` after it left the queue. */

@@ -92,7 +92,7 @@ export async function startRuntime(config: Config, log: Logger = createLogger(co
       try {
         await close();
       } catch (closing) {
-        log.error({ error: ensureError(closing).message }, 'closing after a failed start failed');
+        log.error({ err: ensureError(closing) }, 'closing after a failed start failed');
       }
     }
     throw error;
@@ -117,7 +117,7 @@ async function start(config: Config, log: Logger, options: RuntimeOptions, lock:
   const registryStore: RegistryStore = cluster?.stores.registry ?? store.registry;
   const registry = new Registry(registryStore);
   // Key uses (GET /admin/keys' last_used_at), written a minute at a time off the request path.
-  const flushUses = (): Promise<void> => registry.flushUses().catch((error: unknown) => log.warn({ error: ensureError(error).message }, 'recording key uses failed; tried again with the next'));
+  const flushUses = (): Promise<void> => registry.flushUses().catch((error: unknown) => log.warn({ err: ensureError(error) }, 'recording key uses failed; tried again with the next'));
   const usesTimer = setInterval(() => void flushUses(), USE_FLUSH_MS);
   usesTimer.unref();
   opened.push(() => clearInterval(usesTimer));
@@ -227,7 +227,7 @@ async function start(config: Config, log: Logger, options: RuntimeOptions, lock:
         await deliveries.saveCursors();
         await cluster?.replica.saveWatermark();
       })
-      .catch((error: unknown) => log.error({ error: String(error) }, 'checkpoint failed')));
+      .catch((error: unknown) => log.error({ err: ensureError(error) }, 'checkpoint failed')));
   const timer = setInterval(() => void checkpoint(false), config.checkpointSeconds * 1000);
   timer.unref();
   // One soon after start too: a process that keeps crashing before its first interval would

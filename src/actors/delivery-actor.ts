@@ -401,7 +401,7 @@ export class DeliveryActor {
         await this.disable(marked!, `every attempt failed since ${since} (${this.options.disableDays} days or more)`);
       }
     } catch (error) {
-      this.options.log.error({ org: webhook.org, webhook: webhook.id, error: ensureError(error).message }, 'webhook state after an attempt could not be written');
+      this.options.log.error({ org: webhook.org, webhook: webhook.id, err: ensureError(error) }, 'webhook state after an attempt could not be written');
     }
   }
 

@@ -82,7 +82,7 @@ export class DeliveryOwnership {
     // Not the owner (any more): the owner makes them from the ledger past the stored cursor.
     if (!this.scope.owns(org)) return undefined;
     const run = (this.tails.get(org) ?? Promise.resolve()).then(() => this.makeThrough(org, rows));
-    const tail = run.catch((error: unknown) => this.log.error({ org, error: ensureError(error).message }, 'deliveries of a committed batch could not be made'));
+    const tail = run.catch((error: unknown) => this.log.error({ org, err: ensureError(error) }, 'deliveries of a committed batch could not be made'));
     this.tails.set(org, tail);
     void tail.then(() => {
       if (this.tails.get(org) === tail) this.tails.delete(org);
@@ -153,7 +153,7 @@ export class DeliveryOwnership {
       await this.writer.settled();
       await this.scope.caughtUp(org);
     } catch (error) {
-      this.log.warn({ org, error: ensureError(error).message, retry_ms: RETRY_MS }, 'deliveries: cannot take this org over yet; retrying');
+      this.log.warn({ org, err: ensureError(error), retry_ms: RETRY_MS }, 'deliveries: cannot take this org over yet; retrying');
       this.retryLater(org);
       return;
     }

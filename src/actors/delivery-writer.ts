@@ -143,7 +143,7 @@ export class DeliveryWriter {
       refused = new Set((await this.store.putDeliveries(records, cursors.size === 0 ? undefined : cursors)).refused);
     } catch (error) {
       this.options.log.error({
-        error: ensureError(error).message,
+        err: ensureError(error),
         deliveries: records.length,
         retry_ms: this.retryMs,
       }, 'webhook deliveries could not be written; they are held and rewritten');
@@ -166,7 +166,7 @@ export class DeliveryWriter {
       const lost = [...refused].filter(current);
       if (lost.length > 0) this.options.onRefused?.(lost);
     } catch (error) {
-      this.options.log.error({ error: ensureError(error).message }, 'stored deliveries could not be scheduled');
+      this.options.log.error({ err: ensureError(error) }, 'stored deliveries could not be scheduled');
     }
   }
 

@@ -150,7 +150,7 @@ export class LogCheckpoints {
           if (!this.trees.catchingUp(org) && this.trees.size(org) > (this.latest.get(org)?.size ?? -1)) this.sign(org);
         } catch (error) {
           // One org's tree that cannot be read must neither stop the others' checkpoints nor the process.
-          this.log.error({ org, error: ensureError(error).message }, 'signing a checkpoint failed');
+          this.log.error({ org, err: ensureError(error) }, 'signing a checkpoint failed');
         }
       }
       if (from + SIGN_PER_TURN < orgs.length) setImmediate(next, from + SIGN_PER_TURN);

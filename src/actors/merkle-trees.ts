@@ -150,7 +150,7 @@ export class MerkleTrees {
       if (rows[first]!.seq !== tree.size + 1) this.catchUp(org);
       else this.append(org, rows.slice(first));
     } catch (error) {
-      this.log.error({ org, error: ensureError(error).message }, 'the Merkle tree could not take committed rows; it catches up from the ledger');
+      this.log.error({ org, err: ensureError(error) }, 'the Merkle tree could not take committed rows; it catches up from the ledger');
       this.catchUp(org);
     }
   };
@@ -199,7 +199,7 @@ export class MerkleTrees {
           await new Promise((resolve) => setImmediate(resolve));
         }
       } catch (error) {
-        this.log.error({ org, error: ensureError(error).message }, 'the Merkle tree could not catch up with the ledger; it tries again with the next commit');
+        this.log.error({ org, err: ensureError(error) }, 'the Merkle tree could not catch up with the ledger; it tries again with the next commit');
         this.broken.add(org);
       } finally {
         this.catching.delete(org);
@@ -245,7 +245,7 @@ export class MerkleTrees {
       for (const [key, entry] of batch) if (this.unstored.get(key) === entry) this.unstored.delete(key);
       for (const org of drop) this.dropping.delete(org);
     } catch (error) {
-      this.log.error({ stripes: batch.length, error: ensureError(error).message }, 'storing Merkle tree stripes failed; they stay in memory and are tried again with the next');
+      this.log.error({ stripes: batch.length, err: ensureError(error) }, 'storing Merkle tree stripes failed; they stay in memory and are tried again with the next');
     }
   }
 

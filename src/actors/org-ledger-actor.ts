@@ -122,7 +122,7 @@ export class OrgLedgerActor {
       } catch (error) {
         // Past the per-command guard (limits, batch hashing): a broken invariant. The batch is
         // refused, and the state (perhaps changed by its planning) rebuilt before the next one.
-        this.options.log.error({ org: this.org, error: ensureError(error).message }, 'batch refused: launching it failed');
+        this.options.log.error({ org: this.org, err: ensureError(error) }, 'batch refused: launching it failed');
         for (const pending of batch) pending.resolve(PLANNING_FAILED);
         this.stale = true;
         if (this.inflight === 0) this.tail = this.tail.then(() => this.heal()).then(() => this.pump());
@@ -151,7 +151,7 @@ export class OrgLedgerActor {
       // it threw, so the rest of the batch waits until the state is rebuilt from the ledger (when
       // nothing is in flight), and the writer goes on from there.
       const failed = batch[replies.length - 1]!;
-      this.options.log.error({ org: this.org, type: failed.command.type, error: ensureError(failure.error).message }, 'command refused: planning failed');
+      this.options.log.error({ org: this.org, type: failed.command.type, err: ensureError(failure.error) }, 'command refused: planning failed');
       this.stale = true;
       this.queue = batch.splice(replies.length).concat(this.queue);
     }
@@ -211,7 +211,7 @@ export class OrgLedgerActor {
     try {
       await this.options.afterAppend?.(this.org, rows);
     } catch (error) {
-      this.options.log.error({ org: this.org, error: ensureError(error).message }, 'storing what a committed batch causes failed');
+      this.options.log.error({ org: this.org, err: ensureError(error) }, 'storing what a committed batch causes failed');
     }
     this.storedThrough = rows[rows.length - 1]!.seq;
   }
@@ -238,7 +238,7 @@ export class OrgLedgerActor {
         for (const pending of waiting) pending.resolve(this.damaged);
         return;
       }
-      this.options.log.error({ org: this.org, error: ensureError(error).message }, 'recovery failed');
+      this.options.log.error({ org: this.org, err: ensureError(error) }, 'recovery failed');
       for (const pending of waiting) pending.resolve(UNAVAILABLE);
       // Stay broken and try again in a second; commands that arrive meanwhile wait.
       this.tail = this.tail.then(() => new Promise((resolve) => setTimeout(resolve, 1000))).then(() => this.heal());

@@ -128,7 +128,7 @@ async function rebuildLargeOrgs(s: StartUp, held: readonly ReadonlyMap<string, n
     return await s.bulkReplay.replay(jobs, s.policy);
   } catch (error) {
     // Only a shortcut: the one replay of the log rebuilds the same state, more slowly.
-    s.log.warn({ error: String(error) }, 'partitioned replay failed; replaying in one pass');
+    s.log.warn({ err: error }, 'partitioned replay failed; replaying in one pass');
     return new Map();
   }
 }

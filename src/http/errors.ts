@@ -33,6 +33,8 @@ export function errorResponse(thrown: unknown, log: Logger): ErrorResponse {
   let error: VigilError;
   if (thrown instanceof VigilError) {
     error = thrown;
+    // A 500 the code chose to answer (an org's refusal `internal`, a broken invariant) is still an error to look at.
+    if (error.code === 'internal') log.error({ err: error }, 'internal error answered');
   } else {
     const cause = ensureError(thrown);
     log.error({ err: cause }, 'unhandled error');

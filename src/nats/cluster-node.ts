@@ -193,7 +193,7 @@ export class ClusterNode {
       try {
         await step();
       } catch (error) {
-        this.log.error({ error: ensureError(error).message }, 'leaving the cluster: a step failed');
+        this.log.error({ err: ensureError(error) }, 'leaving the cluster: a step failed');
       }
     }
   }

@@ -74,7 +74,7 @@ export class KvCheckpointBoard implements CheckpointBoard {
       }
     } catch (error) {
       // The board only spares readers a smaller checkpoint from a trailing node; this node's own stays right.
-      this.log.warn({ org, size: checkpoint.size, error: ensureError(error).message }, 'publishing a checkpoint to the cluster failed');
+      this.log.warn({ org, size: checkpoint.size, err: ensureError(error) }, 'publishing a checkpoint to the cluster failed');
     } finally {
       const next = this.writing.get(org) ?? null;
       this.writing.delete(org);

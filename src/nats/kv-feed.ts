@@ -123,7 +123,7 @@ export class KvFeed {
           await this.begin();
         } catch (error) {
           if (!this.loaded) return this.settle(error instanceof Error ? error : new Error(String(error)));
-          this.args.log.warn({ stream: this.args.stream, error: String(error) }, 'kv watch cannot renew its consumer yet; retrying');
+          this.args.log.warn({ stream: this.args.stream, err: error }, 'kv watch cannot renew its consumer yet; retrying');
           this.wanted = true;
           await new Promise((resolve) => setTimeout(resolve, RETRY_MS));
         }
@@ -177,7 +177,7 @@ export class KvFeed {
       try {
         this.args.take(message);
       } catch (error) {
-        this.args.log.error({ stream: this.args.stream, revision: message.seq, error: String(error) }, 'kv watch handler failed');
+        this.args.log.error({ stream: this.args.stream, revision: message.seq, err: error }, 'kv watch handler failed');
       }
     }
     if (message.info.pending === 0) this.markLoaded();

@@ -182,7 +182,7 @@ export class KvMirror<T> {
       value = packr.unpack(data) as T;
     } catch (error) {
       // Not written by Vigil: kept out of the map, where it would break its readers.
-      this.log.error({ bucket: this.bucket, key, revision, error: String(error) }, 'kv value does not decode: skipped');
+      this.log.error({ bucket: this.bucket, key, revision, err: error }, 'kv value does not decode: skipped');
       return;
     }
     this.map.apply(key, value, revision);

@@ -54,7 +54,7 @@ function toBatch(message: JsMsg, prefix: string, held: ReadonlyMap<string, numbe
     if (batch.first + batch.rows.length - 1 <= after) return null;
     return { org, rows: decodeBatch(batch, after + 1), fence: message.seq };
   } catch (error) {
-    log.error({ org, streamSeq: message.seq, error: String(error) }, 'ledger message does not decode: skipped');
+    log.error({ org, streamSeq: message.seq, err: error }, 'ledger message does not decode: skipped');
     return null;
   }
 }

@@ -113,7 +113,7 @@ export class StreamFeed {
         await this.begin();
       } catch (error) {
         if (this.delivered < this.replayedTo) return this.replayed(error instanceof Error ? error : new Error(String(error)));
-        this.args.log.warn({ stream: this.args.stream, error: String(error) }, `${this.args.name} subscription cannot renew its consumer yet; retrying`);
+        this.args.log.warn({ stream: this.args.stream, err: error }, `${this.args.name} subscription cannot renew its consumer yet; retrying`);
         await new Promise((resolve) => setTimeout(resolve, RETRY_MS));
         return attempt();
       }
@@ -137,7 +137,7 @@ export class StreamFeed {
     try {
       this.args.deliver(message);
     } catch (error) {
-      this.args.log.error({ stream: this.args.stream, streamSeq: message.seq, error: String(error) }, `${this.args.name} subscriber failed`);
+      this.args.log.error({ stream: this.args.stream, streamSeq: message.seq, err: error }, `${this.args.name} subscriber failed`);
     }
     if (message.seq >= this.replayedTo) this.replayed();
   }

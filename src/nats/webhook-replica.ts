@@ -219,7 +219,7 @@ export class WebhookReplica {
       }
     } catch (error) {
       // A message this version cannot read: a broken invariant of the stream, skipped like a bad ledger message.
-      this.options.log.error({ subject: message.subject, streamSeq: seq, error: ensureError(error).message }, 'webhook stream message does not decode: skipped');
+      this.options.log.error({ subject: message.subject, streamSeq: seq, err: ensureError(error) }, 'webhook stream message does not decode: skipped');
     }
     this.tail = this.tail.then(async () => {
       if (this.failed !== null) return;
@@ -252,7 +252,7 @@ export class WebhookReplica {
         try {
           watcher(webhook);
         } catch (error) {
-          this.options.log.error({ org: webhook.org, error: ensureError(error).message }, 'webhook watcher failed');
+          this.options.log.error({ org: webhook.org, err: ensureError(error) }, 'webhook watcher failed');
         }
       }
     }

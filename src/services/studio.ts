@@ -256,7 +256,7 @@ export class Studio {
       },
       (thrown: unknown) => {
         this.seeded.delete(org);
-        this.o.log.warn({ org, error: ensureError(thrown).message }, 'demo: seeding studio agents failed; retried on the next request');
+        this.o.log.warn({ org, err: ensureError(thrown) }, 'demo: seeding studio agents failed; retried on the next request');
       },
     );
     this.seeded.set(org, seeding);

@@ -107,7 +107,7 @@ function deliver(log: Logger, handler: BatchHandler, batch: CommittedBatch): voi
   try {
     handler(batch);
   } catch (error) {
-    log.error({ org: batch.org, error: String(error) }, 'subscriber failed');
+    log.error({ org: batch.org, err: error }, 'subscriber failed');
   }
 }
 

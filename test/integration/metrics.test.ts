@@ -138,6 +138,9 @@ describeModes('GET /metrics', (m) => {
 
       for (const gate of ['pass', 'hold', 'alert', 'collapse']) expect(await sum(`vigil_ingest_events_total{gate="${gate}"}`), gate).toBe(gates.filter((g) => g === gate).length);
       expect(await sum('vigil_ingest_events_total{gate="refused"}')).toBe(1);
+      // The batch's one refusal, inside a 200, by its code (the ingest-errors rule reads these).
+      expect(await sum('vigil_ingest_refused_total{code="validation_failed"}')).toBe(1);
+      expect(await prom.query('vigil_ingest_refused_total{code!="validation_failed"}')).toEqual([]);
       expect(await sum('vigil_ingest_batch_events_count{transport="http"}')).toBe(5);
       expect(await sum('vigil_ingest_batch_events_sum{transport="http"}')).toBe(8);
       expect(await sum('vigil_ingest_batch_events_count{transport="stream"}')).toBe(1);

@@ -47,7 +47,7 @@ export function ingestRoutes(deps: AppDeps): Route[] {
             metrics.ingested(ctx.key.org, (answer as { body: IngestResult }).body.gate_status);
             return answer;
           } catch (error) {
-            metrics.ingested(ctx.key.org, 'refused');
+            metrics.ingested(ctx.key.org, 'refused', error instanceof VigilError ? error.code : 'internal');
             throw error;
           }
         };
@@ -104,7 +104,10 @@ export async function ingestEvents(
   if (metrics === undefined) return Promise.all(pending);
   const outcomes = await Promise.all(pending);
   metrics.ingestCall(transport, events.length);
-  for (const outcome of outcomes) metrics.ingested(org, 'error' in outcome ? 'refused' : outcome.gate_status);
+  for (const outcome of outcomes) {
+    if ('error' in outcome) metrics.ingested(org, 'refused', outcome.error.code);
+    else metrics.ingested(org, outcome.gate_status);
+  }
   return outcomes;
 }
 
