@@ -127,7 +127,7 @@ async function listKeys(extra: string[], org: string | undefined): Promise<numbe
   const slug = orgSlug.safeParse(org);
   if (!slug.success) throw new VigilError('validation_failed', `--org: ${slug.error.issues[0]?.message ?? 'invalid'}`);
   const config = loadConfig();
-  const { opened, Registry } = await openRegistry(config);
+  const { opened, Registry } = await openRegistry(config, true);
   try {
     // The uses a running server saw in the last minute are not written yet: last_used_at may trail by that much.
     for (const key of new Registry(opened.store).listKeys(slug.data)) console.log(JSON.stringify(key));
@@ -140,7 +140,7 @@ async function listKeys(extra: string[], org: string | undefined): Promise<numbe
 async function revokeKey(ids: string[]): Promise<number> {
   if (ids.length !== 1) throw new UsageError('keys revoke needs one key id (key_…, as keys create printed it)');
   const config = loadConfig();
-  const { opened, Registry } = await openRegistry(config);
+  const { opened, Registry } = await openRegistry(config, true);
   try {
     const revoked = await new Registry(opened.store).revokeKey(ids[0]!);
     console.log(JSON.stringify({ id: revoked.id, org: revoked.org, revoked_at: revoked.revoked_at }));
@@ -150,10 +150,13 @@ async function revokeKey(ids: string[]): Promise<number> {
   return 0;
 }
 
-/** The registry store of the data dir or the cluster (its modules loaded only for the commands that use it). */
-async function openRegistry(config: Config) {
+/**
+ * The registry store of the data dir or the cluster (its modules loaded only for the commands that
+ * use it); `existing`: the data dir must hold Vigil's data already (commands that create nothing).
+ */
+async function openRegistry(config: Config, existing = false) {
   const [{ openCliRegistry }, { Registry }] = await Promise.all([import('./cli/registry-store.js'), import('./services/registry.js')]);
-  return { opened: await openCliRegistry(config, cliLogger(config)), Registry };
+  return { opened: await openCliRegistry(config, cliLogger(config), { existing }), Registry };
 }
 
 async function verify(args: string[]): Promise<number> {

@@ -1,3 +1,5 @@
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import { connect } from '@nats-io/transport-node';
 import type { Config } from '../config.js';
 import { VigilError } from '../errors.js';
@@ -19,8 +21,13 @@ export interface CliRegistry {
  * over a connection of its own, created if absent with the replicas DESIGN §8 names; no data dir
  * is touched, and every node sees the write through its watch.
  */
-export async function openCliRegistry(config: Config, log: Logger): Promise<CliRegistry> {
+export async function openCliRegistry(config: Config, log: Logger, options: { existing?: boolean } = {}): Promise<CliRegistry> {
   if (config.cluster === undefined) {
+    // A command that only reads or changes what is there (keys list, keys revoke) must not leave
+    // an empty data dir behind a mistyped VIGIL_DATA_DIR.
+    if (options.existing === true && !existsSync(join(config.dataDir, 'data.mdb'))) {
+      throw new VigilError('not_found', `no Vigil data in ${config.dataDir} (set VIGIL_DATA_DIR to the server's data dir)`);
+    }
     const stores = openLmdb(config.dataDir, config.durability);
     return { store: stores.registry, close: () => stores.close() };
   }

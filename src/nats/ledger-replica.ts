@@ -89,7 +89,7 @@ export class LedgerReplica {
         this.landed(org, fence);
       } catch (error) {
         this.failed = ensureError(error);
-        this.options.log.error({ org, error: this.failed.message }, 'ledger replica stopped: a batch could not be applied');
+        this.options.log.error({ org, err: this.failed }, 'ledger replica stopped: a batch could not be applied');
       }
     });
   };

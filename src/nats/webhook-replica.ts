@@ -227,7 +227,7 @@ export class WebhookReplica {
         await write;
       } catch (error) {
         this.failed = ensureError(error);
-        this.options.log.error({ streamSeq: seq, error: this.failed.message }, 'webhook store replica stopped: a message could not be applied');
+        this.options.log.error({ streamSeq: seq, err: this.failed }, 'webhook store replica stopped: a message could not be applied');
         for (const w of this.waiters) w.reject(stopped(this.failed));
         this.waiters = [];
         return;

@@ -7,6 +7,7 @@
  * answer a key as their contract says. Routes missing from test/support/route-table.ts fail the
  * first test, by name.
  */
+import { StatusLedger } from '../support/openapi-statuses.js';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { Route } from '../../src/http/router.js';
 import { errorBodyProblem, errorCode } from '../support/answer-rules.js';
@@ -73,12 +74,17 @@ const mounted = server.runtime.routes;
 const known = mounted.filter((r) => findCase(r) !== undefined);
 const keyed = known.filter((r) => r.auth !== 'none');
 
-function sendAs(route: Route, ids: OrgIds, authorization: string | null, extra: Record<string, string> = {}): Promise<Answer> {
+/** Every status a route answered here: the document must list each. */
+const answered = new StatusLedger();
+
+async function sendAs(route: Route, ids: OrgIds, authorization: string | null, extra: Record<string, string> = {}): Promise<Answer> {
   const req = caseOf(route).request(ids, fresh);
   const headers: Record<string, string> = { ...extra };
   if (authorization !== null) headers.authorization = authorization;
   if (req.body !== undefined) headers['content-type'] = 'application/json';
-  return send(url, { method: httpMethod(route), path: target(route, req), headers, ...(req.body === undefined ? {} : { body: JSON.stringify(req.body) }) });
+  const answer = await send(url, { method: httpMethod(route), path: target(route, req), headers, ...(req.body === undefined ? {} : { body: JSON.stringify(req.body) }) });
+  answered.note(route, answer.status);
+  return answer;
 }
 
 /** The answer is the JSON error `code` with `status`. */
@@ -208,4 +214,11 @@ describe("keys of the route's org with the scope: past auth", () => {
       }
     });
   }
+});
+
+describe('the OpenAPI document', () => {
+  it('lists every status the routes answered above', async () => {
+    const doc = await (await fetch(`${url}/openapi.json`)).json();
+    expect(answered.undocumented(doc)).toEqual([]);
+  });
 });

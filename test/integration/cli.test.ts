@@ -1,4 +1,6 @@
 import { execFileSync, spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { listeningPort, removeDir, ROOT, runCli, serverEnv, STACK_LINE, tempDir } from '../support/server.js';
 
@@ -78,9 +80,8 @@ describe('CLI usage', () => {
         expect(run.stderr, what).toBe(`${line}\n`);
         expect(run.stdout, what).toBe('');
       });
-      // No org or key was made by any of them.
-      const listed = await runCli(['keys', 'list', '--org', 'a'], { VIGIL_DATA_DIR: dir });
-      expect([listed.code, listed.stdout]).toEqual([0, '']);
+      // None of them wrote anything: the data dir was not even opened.
+      expect(existsSync(join(dir, 'data.mdb'))).toBe(false);
     } finally {
       removeDir(dir);
     }
@@ -89,6 +90,13 @@ describe('CLI usage', () => {
   it('a file it cannot read is one line and exit 1; --progress tells records and bytes on stderr, stdout unchanged', async () => {
     const missing = await runCli(['verify', '/nonexistent/ledger.jsonl'], {});
     expect([missing.code, missing.stderr, missing.stdout]).toEqual([1, 'vigil verify: cannot read /nonexistent/ledger.jsonl: ENOENT\n', '']);
+    // keys list and revoke create nothing: a mistyped data dir is said, not made.
+    const nowhere = join(tempDir(), 'not-a-data-dir');
+    for (const args of [['keys', 'list', '--org', 'acme'], ['keys', 'revoke', 'key_0123456789abcdef']]) {
+      const run = await runCli(args, { VIGIL_DATA_DIR: nowhere });
+      expect([run.code, run.stderr], args.join(' ')).toEqual([1, `vigil keys: no Vigil data in ${nowhere} (set VIGIL_DATA_DIR to the server's data dir)\n`]);
+    }
+    expect(existsSync(nowhere)).toBe(false);
     const fixture = 'test/fixtures/ledger-v1.jsonl';
     const [quiet, told] = await Promise.all([runCli(['verify', fixture], {}), runCli(['verify', fixture, '--progress'], {})]);
     expect([quiet.code, told.code]).toEqual([0, 0]);

@@ -1,6 +1,8 @@
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Webhook as StandardWebhook } from 'standardwebhooks';
+import Stripe from 'stripe';
 import { verifyWebhook } from '../../src/client/index.js';
 import { makeRow } from '../../src/domain/ledger.js';
 import { JetStreamLedgerLog } from '../../src/nats/jetstream-ledger-log.js';
@@ -195,6 +197,35 @@ function suite(natsNodes: 1 | 3): void {
     await ok(writer, 'DELETE', `/webhooks/${hook3.id}`);
   }, 40_000);
 
+  it('rotates a secret asked on the node that does not own the org: the owner signs with both, for both libraries; a 410 there deactivates and tells the others', async () => {
+    const writer = await owner();
+    const other = nodes.find((n) => n !== writer)!;
+    const signed = await receiver();
+    const gone = await receiver(() => 410);
+    const hook4 = await ok(other, 'POST', '/webhooks', { url: signed.url(), events: GATES });
+    const hook5 = await ok(other, 'POST', '/webhooks', { url: gone.url(), events: GATES });
+    const rotated = await ok(other, 'POST', `/webhooks/${hook4.id}/rotate-secret`);
+    expect(rotated.secret).not.toBe(hook4.secret);
+    const firstBefore = first.received.length;
+    await ok(other, 'POST', '/events/', risky(await newAgent(other)));
+    await waitFor(() => signed.received.length >= 1, 10_000, 'the delivery to the rotated webhook');
+    const request = signed.received[0]!;
+    const stripe = new Stripe('sk_test_unused');
+    for (const secret of [rotated.secret, hook4.secret]) {
+      new StandardWebhook(secret).verify(request.body.toString('utf8'), request.headers as Record<string, string>);
+      stripe.webhooks.constructEvent(request.body, request.headers['x-vigil-signature'] as string, secret);
+    }
+    // The 410: dead at once, deactivated on both nodes, and a notice to the org's other webhooks.
+    await waitFor(async () => (await ok(other, 'GET', `/webhooks/${hook5.id}`)).active === false, 10_000, 'the 410 webhook deactivated');
+    expect(await ok(writer, 'GET', `/webhooks/${hook5.id}`)).toMatchObject({ active: false, disabled_reason: 'the receiver answered 410 Gone' });
+    const notice = await waitFor(() => signed.received.find((r) => r.headers['x-vigil-event'] === 'webhook.disabled'), 10_000, 'the webhook.disabled notice');
+    new StandardWebhook(rotated.secret).verify(notice.body.toString('utf8'), notice.headers as Record<string, string>);
+    expect(JSON.parse(notice.body.toString())).toMatchObject({ event: 'webhook.disabled', data: { webhook_id: hook5.id } });
+    await waitFor(() => first.received.length === firstBefore + 2, 10_000, 'the gate delivery and the notice to the first webhook');
+    expect(gone.received).toHaveLength(1);
+    await ok(writer, 'DELETE', `/webhooks/${hook4.id}`);
+  }, 40_000);
+
   it('fails over: the other node retries a delivery with the same id, and its attempts are counted once', async () => {
     // The second receiver fails its first request, then accepts.
     const flaky = await receiver((_request, n) => (n === 0 ? 500 : 200));
@@ -244,8 +275,9 @@ function suite(natsNodes: 1 | 3): void {
     for (const id of [hook.id, hook2.id, hook3.id]) expect(await deliveries(back, id)).toEqual(await deliveries(survivor, id));
     expect(await ok(back, 'GET', '/webhooks')).toEqual(await ok(survivor, 'GET', '/webhooks'));
     const [sa, sb] = [await ok(survivor, 'GET', '/billing/statement'), await ok(back, 'GET', '/billing/statement')];
-    // 4 first, 2 in the retry test (hook and hook3), 2 + 2 in the failover test (hook and hook2, twice).
-    expect(sa.usage.webhook_deliveries).toBe(4 + 2 + 2 + 2);
+    // 4 first, 2 in the retry test (hook and hook3), 3 in the rotation test (hook, hook4, hook5; its
+    // notices are not billed), 2 + 2 in the failover test (hook and hook2, twice).
+    expect(sa.usage.webhook_deliveries).toBe(4 + 2 + 3 + 2 + 2);
     expect(sb.usage).toEqual(sa.usage);
   }, 30_000);
 

@@ -20,6 +20,7 @@ import { envelopeBody, expectError, hostileBody, jsonType, mutatedBody, WRONG_TY
 import { fieldPath, pathsOf, withValue } from '../support/json-text.js';
 import { caseOf, fillRaw, findCase, httpMethod, isTwin, paramNames, routeKey, takesBody, target, unknownRoutes, wrongAuth } from '../support/route-table.js';
 import { send, type Outgoing } from '../support/send.js';
+import { StatusLedger } from '../support/openapi-statuses.js';
 import { ADMIN_KEY, call, parseLines } from '../support/server.js';
 
 const RUNS = Math.max(1, Number(process.env.VIGIL_FUZZ_RUNS ?? '1'));
@@ -32,6 +33,8 @@ fc.configureGlobal({
 });
 
 const fuzz = await startFuzzTarget();
+/** What the table requests and body cases (each on its route's own path) were answered: the document must list each. */
+const answered = new StatusLedger();
 const mounted = fuzz.server.runtime.routes;
 // Routes missing from the table fail the first test, by name; the others are fuzzed.
 const routes = mounted.filter((r) => findCase(r) !== undefined);
@@ -67,6 +70,7 @@ describe('the route table', () => {
       const { path, base, hasBody } = valid(route);
       const body = hasBody ? { body: () => JSON.stringify(base), contentType: 'application/json' } : null;
       const answer = await exercise(fuzz, route, request(route, path, body, keyFor(fuzz, route)), `table request of ${routeKey(route)}`);
+      answered.note(route, answer.status);
       if (answer.status >= 300) failed.push(`${routeKey(route)} → ${answer.status} ${answer.text.slice(0, 200)}`);
     }
     expect(failed).toEqual([]);
@@ -84,7 +88,7 @@ for (const route of routes.filter(takesBody)) {
       fc.asyncProperty(arb, async (c) => {
         const req = request(route, path, c, key);
         fc.pre(loopbackOnly(route, req.body));
-        await exercise(fuzz, route, req, c.label, c.expect);
+        answered.note(route, (await exercise(fuzz, route, req, c.label, c.expect)).status);
       });
 
     it('mutated valid bodies', async () => {
@@ -110,7 +114,7 @@ for (const route of routes.filter(takesBody)) {
           const text = JSON.stringify(withValue(base, at, wrong));
           const label = `${name} = ${JSON.stringify(wrong)}`;
           const refused = expectError(400, 'validation_failed');
-          await exercise(fuzz, route, request(route, path, { body: () => text, contentType: 'application/json' }, key), label, (a) => {
+          const answer = await exercise(fuzz, route, request(route, path, { body: () => text, contentType: 'application/json' }, key), label, (a) => {
             if (a.status < 300) return null;
             const problem = refused(a);
             if (problem !== null) return problem;
@@ -119,6 +123,7 @@ for (const route of routes.filter(takesBody)) {
               ? null
               : `no detail names ${name}: ${JSON.stringify(details)}`;
           });
+          answered.note(route, answer.status);
         }
       }
     });
@@ -259,6 +264,11 @@ describe('framing over a raw socket', () => {
 });
 
 describe('after the fuzz', () => {
+  it('answered each route only with statuses its OpenAPI operation lists', async () => {
+    const doc = (await call(fuzz.server.url, 'GET', '/openapi.json', { key: null })).body;
+    expect(answered.undocumented(doc)).toEqual([]);
+  });
+
   it('the process is alive, the ledger has no gaps and its chain verifies, offline and on the server', async () => {
     const rows = parseLines((await call(fuzz.server.url, 'GET', '/audit/export')).text);
     const verifier = new ChainVerifier();

@@ -165,7 +165,7 @@ describe('partitioned start-up replay', () => {
     const logs: { msg: string; fields?: Record<string, unknown> }[] = [];
     const server = await startServer({}, copy, logs, { partitionedReplayFrom: 1, replay: { parts: 2 } });
     try {
-      expect(logs.find((l) => l.msg === 'partitioned replay failed; replaying in one pass')?.fields?.error).toMatch(/rows expected/);
+      expect((logs.find((l) => l.msg === 'partitioned replay failed; replaying in one pass')?.fields?.err as { message?: string } | undefined)?.message).toMatch(/rows expected/);
       expect(logs.find((l) => l.msg === 'state rebuilt from the ledger')?.fields?.partitioned).toBe(0);
       expect((await call(server.url, 'GET', '/audit/agent-3/verify')).body.ok).toBe(false);
     } finally {

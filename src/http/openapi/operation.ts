@@ -33,7 +33,8 @@ export interface Answer {
  * What GET /openapi.json says of one route (DESIGN §11): the route's auth and path parameters come
  * from the mounted route itself; this adds what the route's code alone does not say in a form a
  * document can use. Request schemas are the zod schemas the handlers validate with, so the
- * document cannot drift from what is enforced.
+ * request side cannot drift from what is enforced; answers and error statuses are written here and
+ * checked by the tests against what the routes answer.
  */
 export interface Operation {
   summary: string;

@@ -31,7 +31,7 @@ const CSP = { 'Content-Security-Policy': 'Nothing runs but this origin\'s own fi
 export const PUBLIC_OPERATIONS: Readonly<Record<string, Operation>> = {
   'GET /public/agents/:org/:agent_id': {
     summary: 'A public agent record',
-    description: `The reduced record of an agent its owner made public (spec 2.1): no event content, payload, score history, review note or configuration. ${NOT_SHOWN}`,
+    description: `The reduced record of an agent its owner made public: no event content, payload, score history, review note or configuration. ${NOT_SHOWN}`,
     tag: 'Public',
     params: { org: ORG, agent_id: 'The agent\'s id' },
     headers: IF_NONE_MATCH,
