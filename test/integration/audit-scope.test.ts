@@ -1,21 +1,27 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ADMIN_KEY, call, removeDir, startServer, type TestServer } from '../support/server.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { describeModes, type ModeServers } from '../support/modes.js';
+import { ADMIN_KEY, call } from '../support/server.js';
 
 /**
  * The audit:read scope (DESIGN §11): a read-only key for auditors. It reads what any key reads and
  * the audit routes (export, verify, checkpoint, proofs, bundles), and nothing else; the audit
  * routes stay bearer routes (any key, as the spec has them) unless VIGIL_STRICT_AUDIT=1, which
- * leaves them to audit:read and admin keys.
+ * leaves them to audit:read and admin keys. In both modes: in cluster mode writes go to the node
+ * that owns no org and reads to the other, so a key is checked on a node that did not make it.
  */
-describe.each([
+describeModes('the audit:read scope', (m) => describe.each([
   { strict: false, what: 'bearer audit routes (the default)' },
   { strict: true, what: 'VIGIL_STRICT_AUDIT=1' },
-])('the audit:read scope, $what', ({ strict }) => {
-  let server: TestServer;
+])('$what', ({ strict }) => {
+  let s: ModeServers;
+  /** A node that reads, and one that writes (the same one in embedded mode). */
+  const server = { get url(): string { return s.readUrl; } };
+  const writer = { get url(): string { return s.url; } };
   const keys: Record<'auditor' | 'runtime' | 'reviewer', string> = { auditor: '', runtime: '', reviewer: '' };
 
   beforeAll(async () => {
-    server = await startServer(strict ? { VIGIL_STRICT_AUDIT: '1' } : {});
+    s = await m.start(strict ? { VIGIL_STRICT_AUDIT: '1' } : {});
+    const server = writer;
     for (const [name, scopes] of [
       ['auditor', ['audit:read']],
       ['runtime', ['events:write']],
@@ -27,11 +33,8 @@ describe.each([
     }
     expect((await call(server.url, 'POST', '/agents/', { body: { agent_id: 'a', name: 'A' } })).status).toBe(201);
     expect((await call(server.url, 'POST', '/events/', { key: keys.runtime, body: { agent_id: 'a', event_type: 'output_generated', payload: { secret: 'p' } } })).status).toBe(200);
-  });
-  afterAll(async () => {
-    await server.close();
-    removeDir(server.dataDir);
-  });
+    await s.settle(ADMIN_KEY, ...Object.values(keys));
+  }, 60_000);
 
   const audit: [string, string, unknown?][] = [
     ['GET', '/audit/export'],
@@ -84,4 +87,4 @@ describe.each([
     expect((await call(server.url, 'GET', '/orgs/me', { key: keys.runtime })).status).toBe(200);
     expect((await call(server.url, 'GET', '/agents/a', { key: keys.runtime })).status).toBe(200);
   });
-});
+}));

@@ -213,6 +213,8 @@ describe('GET /metrics, settings', () => {
     expect((await call(server.url, 'GET', '/orgs/me', { key: 'vgl_unknown' })).status).toBe(401);
     const access = lines.filter((l) => l.msg === 'request');
     expect(access).toHaveLength(2);
+    // At debug: a server at the default level (info) writes none of them.
+    expect(access.map((l) => (l as { level?: string }).level)).toEqual(['debug', 'debug']);
     expect(access[0]!.fields).toMatchObject({ method: 'GET', route: '/orgs/me', url: '/orgs/me?x=1', status: 200, key_id: me.body.key.id });
     expect(typeof access[0]!.fields!.ms).toBe('number');
     expect(access[1]!.fields).toMatchObject({ method: 'GET', route: '/orgs/me', status: 401 });

@@ -54,8 +54,9 @@ async function refusingModel(): Promise<Server> {
 }
 
 describe('secrets never reach the logs', () => {
-  it('keys, webhook secrets, sandbox keys and the LLM key stay out of everything an in-process server logs', async () => {
+  it('keys, webhook secrets (rotated ones too), sandbox keys, the metrics token and the LLM key stay out of everything an in-process server logs', async () => {
     const LLM_KEY = 'sk-llm-secret-0123456789abcdef';
+    const METRICS_TOKEN = 'metrics-token-secret-0123456789';
     const WRONG_KEY = 'vgl_not-a-key-but-a-secret-all-the-same-0123456';
     const model = await refusingModel();
     const receiver = await startReceiver(() => 500);
@@ -69,11 +70,12 @@ describe('secrets never reach the logs', () => {
         VIGIL_LLM_MODEL: 'stub',
         VIGIL_LLM_KEY: LLM_KEY,
         VIGIL_LLM_TIMEOUT_MS: '2000',
+        VIGIL_METRICS_TOKEN: METRICS_TOKEN,
       },
       tempDir(),
       logs,
     );
-    const secrets = [ADMIN_KEY, LLM_KEY, WRONG_KEY];
+    const secrets = [ADMIN_KEY, LLM_KEY, WRONG_KEY, METRICS_TOKEN];
     try {
       const made = await call(server.url, 'POST', '/admin/keys', { body: { scopes: ['events:write'], name: 'writer' } });
       expect(made.status).toBe(201);
@@ -82,6 +84,10 @@ describe('secrets never reach the logs', () => {
       expect(hook.status).toBe(200);
       expect(hook.body.secret).toMatch(/^whsec_/);
       secrets.push(hook.body.secret);
+      // Rotated: both secrets sign every attempt from now on.
+      const rotated = await call(server.url, 'POST', `/webhooks/${hook.body.id}/rotate-secret`);
+      expect(rotated.status).toBe(200);
+      secrets.push(rotated.body.secret);
       const sandbox = await call(server.url, 'POST', '/api/v1/keys', { key: null, body: { email: 'dev@example.com' } });
       expect(sandbox.status).toBe(201);
       secrets.push(sandbox.body.key);
@@ -93,6 +99,8 @@ describe('secrets never reach the logs', () => {
         await call(server.url, 'POST', '/events', { key: made.body.key, body: { agent_id: 'leaky', event_type: 'config_read', payload: { key: 'api_token' }, dti: 0.2 } });
       }
       expect((await call(server.url, 'GET', '/orgs/me', { key: WRONG_KEY })).status).toBe(401);
+      expect((await call(server.url, 'GET', '/metrics', { key: METRICS_TOKEN })).status).toBe(200);
+      expect((await call(server.url, 'GET', '/metrics', { key: `${METRICS_TOKEN}x` })).status).toBe(401);
       expect((await call(server.url, 'POST', '/admin/keys', { key: made.body.key, body: { scopes: ['admin'] } })).status).toBe(403);
       expect((await call(server.url, 'POST', '/admin/keys', { raw: '{"scopes": [' })).status).toBe(400);
       expect((await call(server.url, 'POST', '/api/v1/score', { key: sandbox.body.key, body: { record_id: 1 } })).status).toBe(400);

@@ -11,10 +11,10 @@ import { call, removeDir, runCli, startServer, type TestServer } from '../suppor
  * Retry-After.
  */
 
-/** Retries 0.2 s apart, the fifth 3 s after; a receiver's Retry-After is held within 0.2 s and 3 s. */
-const ENV = { VIGIL_WEBHOOK_ALLOW_PRIVATE: '1', VIGIL_WEBHOOK_RETRY_SCHEDULE: '0.2,0.2,0.2,0.2,3' };
-/** The same, and a webhook failing every attempt for 0.00003 days (2.6 s) is deactivated. */
-const QUICK_DISABLE = { ...ENV, VIGIL_WEBHOOK_DISABLE_DAYS: '0.00003' };
+/** Retries 0.1 s apart, the fifth 1.5 s after (dead in 1.9 s); a receiver's Retry-After is held within 0.1 s and 1.5 s. */
+const ENV = { VIGIL_WEBHOOK_ALLOW_PRIVATE: '1', VIGIL_WEBHOOK_RETRY_SCHEDULE: '0.1,0.1,0.1,0.1,1.5' };
+/** The same, and a webhook failing every attempt for 0.00002 days (1.728 s) is deactivated. */
+const QUICK_DISABLE = { ...ENV, VIGIL_WEBHOOK_DISABLE_DAYS: '0.00002' };
 const GATES = ['gate.hold', 'gate.alert', 'gate.collapse'];
 const STANDARD_SECRET = /^whsec_[A-Za-z0-9+/]{43}=$/;
 
@@ -301,8 +301,8 @@ describe('VIGIL_WEBHOOK_DISABLE_DAYS', () => {
     const webhook = await createWebhook(r.url(), GATES, quick.url);
     const watcher = await receiver();
     const staying = await createWebhook(watcher.url(), ['review.rejected'], quick.url);
-    // Five failures in 0.8 s, then the 3 s wait: the sixth attempt, 3.8 s after the first failure,
-    // is delivered. Without the reset the next failure would deactivate it at once (3.8 s > 2.6 s).
+    // Five failures in 0.4 s, then the 1.5 s wait: the sixth attempt, 1.9 s after the first failure,
+    // is delivered. Without the reset the next failure would deactivate it at once (1.9 s > 1.728 s).
     await holdOne(quick.url);
     await waitFor(() => r.received.length >= 5, 5_000, 'five failed attempts');
     failing = false;
@@ -311,10 +311,10 @@ describe('VIGIL_WEBHOOK_DISABLE_DAYS', () => {
     const resetAt = Date.now();
     await holdOne(quick.url);
     await waitFor(async () => !(await call(quick.url, 'GET', `/webhooks/${webhook.id}`)).body.active, 15_000, 'the webhook deactivated');
-    // Its failures from here: 0, 0.2, 0.4, 0.6, 0.8 s, then 3.8 s (past 2.6 s: deactivated).
-    expect(Date.now() - resetAt).toBeGreaterThanOrEqual(2_600);
+    // Its failures from here: 0, 0.1, 0.2, 0.3, 0.4 s, then 1.9 s (past 1.728 s: deactivated).
+    expect(Date.now() - resetAt).toBeGreaterThanOrEqual(1_728);
     const after = (await call(quick.url, 'GET', `/webhooks/${webhook.id}`)).body;
-    expect(after.disabled_reason).toMatch(/^every attempt failed since \S+ \(0\.00003 days or more\)$/);
+    expect(after.disabled_reason).toMatch(/^every attempt failed since \S+ \(0\.00002 days or more\)$/);
     const list = await deliveries(webhook.id, quick.url);
     // What waited for it is cancelled; nothing is sent after.
     expect(list.filter((d) => d.status === 'queued')).toEqual([]);
@@ -329,22 +329,22 @@ describe('VIGIL_WEBHOOK_DISABLE_DAYS', () => {
 });
 
 describe('Retry-After', () => {
-  it('waits what the receiver asks within the schedule\'s bounds (0.2 s to 3 s), with jitter above it', async () => {
-    const asked = ['2', '60', new Date(Date.now() + 1_500).toUTCString(), 'soon'];
+  it('waits what the receiver asks within the schedule\'s bounds (0.1 s to 1.5 s), with jitter above it', async () => {
+    const asked = ['1', '60', new Date(Date.now() + 1_500).toUTCString(), 'soon'];
     const r = await receiver((_, n) => (n < asked.length ? { status: 503, headers: { 'retry-after': asked[n]! } } : 200));
     const webhook = await createWebhook(r.url());
     await holdOne();
     await waitStatus(webhook.id, 'delivered', 'delivered after four refusals');
     const gaps = r.received.slice(1).map((q, i) => (q.at - r.received[i]!.at) / 1000);
-    // 2 s asked: 2 to 2.2 s; 60 s asked: held to 3 s; an HTTP date about a second ahead (whole
-    // seconds: 0 to 1.5 s, at least the schedule's 0.2); an unreadable value: the schedule's 0.2 s.
-    expect(gaps[0]).toBeGreaterThanOrEqual(1.95);
-    expect(gaps[0]).toBeLessThan(2.9);
-    expect(gaps[1]).toBeGreaterThanOrEqual(2.95);
-    expect(gaps[1]).toBeLessThan(4.5);
-    expect(gaps[2]).toBeGreaterThanOrEqual(0.15);
+    // 1 s asked: 1 to 1.1 s; 60 s asked: held to 1.5 s; an HTTP date about a second ahead (whole
+    // seconds: 0 to 1.5 s, at least the schedule's 0.1); an unreadable value: the schedule's 0.1 s.
+    expect(gaps[0]).toBeGreaterThanOrEqual(0.95);
+    expect(gaps[0]).toBeLessThan(2.5);
+    expect(gaps[1]).toBeGreaterThanOrEqual(1.45);
+    expect(gaps[1]).toBeLessThan(2.5);
+    expect(gaps[2]).toBeGreaterThanOrEqual(0.05);
     expect(gaps[2]).toBeLessThan(2.5);
-    expect(gaps[3]).toBeGreaterThanOrEqual(0.15);
-    expect(gaps[3]).toBeLessThan(2);
+    expect(gaps[3]).toBeGreaterThanOrEqual(0.05);
+    expect(gaps[3]).toBeLessThan(1);
   });
 });
