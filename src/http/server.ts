@@ -33,6 +33,8 @@ export interface HttpServer {
   close(): void;
 }
 
+const KNOWN_METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
+
 /**
  * The uWebSockets.js front end. It listens first and mounts the routes once `makeDeps` resolves for
  * the port actually bound, so that with port 0 the URLs in the deps name the real port. Until then
@@ -42,12 +44,13 @@ export interface HttpServer {
 export async function startHttpServer(host: string, port: number, log: Logger, makeDeps: (port: number) => Promise<AppDeps>): Promise<HttpServer> {
   const app = uws.App();
   let ready = false;
-  let unmatched: RouteObserver | null = null;
+  /** The catch-all's observers by method: the usual HTTP methods by name, any other as OTHER (labels stay bounded). */
+  let unmatched: ((method: string) => RouteObserver | null) | null = null;
   // uWebSockets.js matches the most specific route whatever the order of registration, so this
   // catch-all only sees what no route mounted later takes.
   app.any('/*', (res, req) => {
     const exchange: Exchange = { res, aborted: false, log };
-    unmatched?.begin(exchange, req);
+    unmatched?.(req.getMethod().toUpperCase())?.begin(exchange, req);
     watchAbort(exchange);
     if (badFraming(exchange, req)) return;
     const error = ready
@@ -68,7 +71,16 @@ export async function startHttpServer(host: string, port: number, log: Logger, m
   try {
     const deps = await makeDeps(bound);
     routes = mountAll(app, deps);
-    unmatched = RouteObserver.of(deps.metrics?.metrics ?? null, log, 'ANY', '(unmatched)');
+    const observers = new Map<string, RouteObserver | null>();
+    unmatched = (method) => {
+      const name = KNOWN_METHODS.has(method) ? method : 'OTHER';
+      let observer = observers.get(name);
+      if (observer === undefined) {
+        observer = RouteObserver.of(deps.metrics?.metrics ?? null, log, name, '(unmatched)');
+        observers.set(name, observer);
+      }
+      return observer;
+    };
     ready = true;
   } catch (error) {
     close();

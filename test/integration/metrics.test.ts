@@ -152,7 +152,7 @@ describeModes('GET /metrics', (m) => {
       // The stream's upgrade requests: the one taken, the one refused.
       expect(await sum('vigil_http_requests_total{method="GET",route="/events/stream",status="101"}')).toBe(1);
       expect(await sum('vigil_http_requests_total{method="GET",route="/events/stream",status="401"}')).toBe(1);
-      expect(await sum('vigil_http_requests_total{route="(unmatched)",status="404"}')).toBeGreaterThanOrEqual(1);
+      expect(await sum('vigil_http_requests_total{method="GET",route="(unmatched)",status="404"}')).toBeGreaterThanOrEqual(1);
       // The 401s of the first test, on /metrics itself.
       expect(await sum('vigil_http_requests_total{route="/metrics",status="401"}')).toBeGreaterThanOrEqual(4);
       expect(await sum('vigil_ledger_commit_records_sum')).toBeGreaterThanOrEqual(10);

@@ -99,8 +99,10 @@ describe.runIf(haveChromium())('GET /docs', () => {
       const page = await browser.newPage();
       const problems = watchProblems(page);
       const outside: string[] = [];
+      const assets: string[] = [];
       page.on('request', (request) => {
         if (!request.url().startsWith(t.server.url)) outside.push(request.url());
+        else if (request.url().includes('/docs/')) assets.push(new URL(request.url()).pathname + new URL(request.url()).search);
       });
       const res = await page.goto(`${t.server.url}/docs`);
       expect(res?.headers()['content-security-policy']).toContain("script-src 'self'");
@@ -109,6 +111,8 @@ describe.runIf(haveChromium())('GET /docs', () => {
       expect(await page.locator('.info .title').first().textContent()).toContain('Vigil');
       expect(problems).toEqual([]);
       expect(outside, 'requests that left the server (a CDN?)').toEqual([]);
+      // Cached for a week under URLs that carry the versions: an upgrade is fetched at once.
+      expect(assets.sort()).toEqual(['/docs/docs.js', '/docs/swagger-ui-bundle.js', '/docs/swagger-ui.css'].map((a) => expect.stringMatching(new RegExp(`^${a}\\?v=\\d+\\.\\d+\\.\\d+-\\d+\\.\\d+\\.\\d+$`))));
     } finally {
       await browser.close();
     }

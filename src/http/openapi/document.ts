@@ -62,7 +62,15 @@ export function openApiDocument(routes: readonly Pick<Route, 'method' | 'path' |
     (paths[openApiPath(path)] ??= {})[method.toLowerCase()] = operationObject(key, route.auth, path, operation);
   }
   const errors = Object.fromEntries(
-    Object.entries(ERROR_TEXT).map(([status, description]) => [`Error${status}`, { description, content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } }]),
+    Object.entries(ERROR_TEXT).map(([status, description]) => [
+      `Error${status}`,
+      {
+        description,
+        // 429 and 503 say when to come back.
+        ...(status === '429' || status === '503' ? { headers: { 'Retry-After': { description: 'Seconds to wait before trying again', schema: { type: 'string', pattern: '^[0-9]+$' } } } } : {}),
+        content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } },
+      },
+    ]),
   );
   return {
     undocumented,

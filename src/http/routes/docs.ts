@@ -6,18 +6,20 @@ import { openApiDocument } from '../openapi/document.js';
 import { OPERATIONS } from '../openapi/operations.js';
 import { ASSET_HEADERS } from '../pages/assets.js';
 import type { Route } from '../router.js';
+import { VERSION } from '../../version.js';
 
 /** The WebSocket of DESIGN §9: not a Route (uWebSockets.js mounts it apart), documented all the same. */
 const STREAM = { method: 'get', path: '/events/stream', auth: 'events:write' } as const;
 
+/** The swagger-ui-dist package's directory and version. */
+const SWAGGER_PACKAGE = createRequire(import.meta.url).resolve('swagger-ui-dist/package.json');
+const SWAGGER_VERSION = (JSON.parse(readFileSync(SWAGGER_PACKAGE, 'utf8')) as { version: string }).version;
+
 /** Swagger UI's files, from the swagger-ui-dist package (read on first use). */
-const swaggerUi = (() => {
-  let dir: string | null = null;
-  return (file: string): string => {
-    dir ??= dirname(createRequire(import.meta.url).resolve('swagger-ui-dist/package.json'));
-    return readFileSync(join(dir, file), 'utf8');
-  };
-})();
+const swaggerUi = (file: string): string => readFileSync(join(dirname(SWAGGER_PACKAGE), file), 'utf8');
+
+/** The assets are cached for a week: their URLs change with Vigil's and Swagger UI's versions, so an upgrade is fetched at once. */
+const ASSET_VERSION = `?v=${VERSION}-${SWAGGER_VERSION}`;
 
 const DOCS_PAGE = `<!doctype html>
 <html lang="en">
@@ -26,12 +28,12 @@ const DOCS_PAGE = `<!doctype html>
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>Vigil API</title>
 <link rel="icon" href="data:,">
-<link rel="stylesheet" href="/docs/swagger-ui.css">
+<link rel="stylesheet" href="/docs/swagger-ui.css${ASSET_VERSION}">
 </head>
 <body>
 <div id="docs"><noscript>This page renders <a href="/openapi.json">/openapi.json</a>, the OpenAPI 3.1 document of this service, with a script.</noscript></div>
-<script src="/docs/swagger-ui-bundle.js"></script>
-<script src="/docs/docs.js"></script>
+<script src="/docs/swagger-ui-bundle.js${ASSET_VERSION}"></script>
+<script src="/docs/docs.js${ASSET_VERSION}"></script>
 </body>
 </html>
 `;
