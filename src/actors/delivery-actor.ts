@@ -231,12 +231,19 @@ export class DeliveryActor {
       webhook = this.webhooks.get(org, webhookId);
     }
     if (webhook === undefined) return { ok: false, code: 'not_found', message: `webhook ${webhookId} not found` };
-    const d = this.store.getDelivery(org, webhookId, deliveryId);
+    let d = this.store.getDelivery(org, webhookId, deliveryId);
     if (d === undefined) return { ok: false, code: 'not_found', message: `delivery ${deliveryId} of webhook ${webhookId} not found` };
-    // Queued here, its attempt out, a retry or an outcome still being written: answered as it is, as if asked twice.
+    if (this.writer.holds(d.id)) {
+      // A change of it is being written (an attempt's outcome, or a retry asked a moment ago), and
+      // readers may already see it: decide on what the write leaves.
+      await this.writer.settled();
+      d = this.store.getDelivery(org, webhookId, deliveryId) ?? d;
+      if (this.writer.holds(d.id)) return { ok: false, code: 'unavailable', message: `delivery ${deliveryId}: its last change is still being written; try again in a moment` };
+    }
+    // Queued here, or its attempt out: answered as it is, as if asked twice.
     const known = this.queued.get(d.id);
     if (known !== undefined) return { ok: true, value: known };
-    if (this.sending.has(d.id) || this.writer.holds(d.id)) return { ok: true, value: { ...d, status: 'queued' } };
+    if (this.sending.has(d.id)) return { ok: true, value: { ...d, status: 'queued' } };
     if (d.status === 'queued') {
       // Stored as queued but scheduled nowhere here (a retry stored as the org changed hands): sent now.
       this.enqueue(d);
