@@ -60,7 +60,7 @@ const envSchema = z.object({
   VIGIL_LOG_KEY: z.string().min(1).optional(),
   VIGIL_LOG_LEVEL: z.enum(LOG_LEVELS).default('info'),
   VIGIL_CHECKPOINT_SECONDS: z.coerce.number().int().min(1).default(60),
-  VIGIL_TREE_CACHE_MB: z.coerce.number().int().min(0).max(1_048_576).default(64),
+  VIGIL_TREE_CACHE_MB: z.coerce.number().int().min(0).max(1_048_576).default(128),
   VIGIL_STRICT_AUDIT: flag,
   VIGIL_METRICS_TOKEN: z.string().min(16, 'at least 16 characters (it guards GET /metrics; e.g. openssl rand -hex 32)').regex(/^\S+$/, 'no spaces').optional(),
   VIGIL_METRICS_ORG_LABELS: flag,
@@ -101,7 +101,7 @@ export interface Config {
   logLevel: LogLevel;
   /** How often in-memory state is checkpointed (bounds the replay after a crash). */
   checkpointSeconds: number;
-  /** Memory for the Merkle trees' stripe cache (levels 1–3, read by proofs), in bytes (VIGIL_TREE_CACHE_MB). */
+  /** Memory for the Merkle trees' stripe cache (levels 0–3, read by proofs), in bytes (VIGIL_TREE_CACHE_MB). */
   treeCacheBytes: number;
   /** VIGIL_STRICT_AUDIT: audit routes need an audit:read or admin key (least privilege), not any key. */
   strictAudit: boolean;

@@ -37,7 +37,7 @@ export class MerkleTrees {
   /** Not fed at all (see switchOff): no tree can be trusted to be whole. */
   private off = false;
 
-  /** Stripes of levels 1 to HELD_LEVEL − 1, for proofs (see StripeCache). */
+  /** Stripes of levels 0 to HELD_LEVEL − 1, for proofs (see StripeCache). */
   private readonly cache: StripeCache;
   /** The native batch hasher's, else node:crypto's. */
   private readonly hashNodes: Sha256Nodes;
@@ -78,15 +78,17 @@ export class MerkleTrees {
     const cached = this.cache.of(org);
     return {
       stripe: (level, index) => this.unstored.get(keyOf(org, level, index))?.stripe.bytes ?? stored(whole(this.store.stripe(org, level, index)), level, index),
-      hash: (level, index, slot) => {
+      holding: (level, index, slot) => {
         // Stripes filled and not stored yet (none while nothing is written: no key built then).
         if (this.unstored.size > 0) {
           const unstored = this.unstored.get(keyOf(org, level, index))?.stripe.bytes;
-          if (unstored !== undefined) return unstored.subarray(slot * 32, slot * 32 + 32);
+          if (unstored !== undefined) return unstored;
         }
-        if (level === 0 || level >= HELD_LEVEL) return stored(this.store.hash(org, level, index, slot), level, index);
-        const stripe = cached[level]?.[index] ?? this.readIntoCache(org, level, index);
-        return stored(stripe, level, index)?.subarray(slot * 32, slot * 32 + 32);
+        const hit = cached[level]?.[index];
+        if (hit !== undefined) return hit;
+        // Past the cache's levels, or no room for a stripe at all: the one hash, read in place.
+        if (level >= HELD_LEVEL || this.cache.maxBytes < STRIPE_WIDTH * 32) return stored(this.store.hash(org, level, index, slot), level, index);
+        return stored(this.readIntoCache(org, level, index), level, index);
       },
     };
   }
@@ -216,6 +218,8 @@ export class MerkleTrees {
     for (const stripe of tree.appendAll(rows.map(rowLeafHash), this.hashNodes)) {
       const key = keyOf(org, stripe.level, stripe.index);
       this.unstored.set(key, { org, stripe });
+      // Leaf stripes only once a proof reads them: an org ingesting fast would otherwise fill the
+      // cache with leaves nobody asks about.
       if (stripe.level > 0 && stripe.level < HELD_LEVEL) this.cache.put(org, stripe.level, stripe.index, stripe.bytes);
     }
     if (this.unstored.size > 0) this.scheduleStore();
@@ -249,7 +253,7 @@ export class MerkleTrees {
     }
   }
 
-  /** A stored stripe of levels 1 to HELD_LEVEL − 1 the cache lacks, read into it. */
+  /** A stored stripe of levels 0 to HELD_LEVEL − 1 the cache lacks, read into it. */
   private readIntoCache(org: string, level: number, index: number): Buffer | undefined {
     const stripe = whole(this.store.stripe(org, level, index));
     if (stripe !== undefined) this.cache.put(org, level, index, stripe);
@@ -257,8 +261,8 @@ export class MerkleTrees {
   }
 }
 
-/** What the stripe cache holds at most by default (VIGIL_TREE_CACHE_MB): the proof levels of 2.3M records. */
-export const DEFAULT_CACHE_BYTES = 64 * 1024 * 1024;
+/** What the stripe cache holds at most by default (VIGIL_TREE_CACHE_MB): levels 0–3 of 2.2M records. */
+export const DEFAULT_CACHE_BYTES = 128 * 1024 * 1024;
 
 /** A stored stripe of the full 256 hashes, else undefined (a short one is damaged). */
 const whole = (stripe: Buffer | undefined): Buffer | undefined => (stripe?.length === STRIPE_WIDTH * 32 ? stripe : undefined);

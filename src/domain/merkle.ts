@@ -43,7 +43,7 @@ export interface NodeSource {
    * computed: a range of leaves never changes once the tree holds it, and every proof at one tree
    * size hashes the same few. Optional; kept bounded by the caller of rangeHash.
    */
-  readonly ranges?: Map<string, Buffer>;
+  readonly ranges?: RangeHashes;
 }
 
 /**
@@ -51,6 +51,27 @@ export interface NodeSource {
  * holds the current size's and a few before (≈ 25 KB a tree); past it they start over.
  */
 const MAX_RANGES = 256;
+
+/** Range hashes by the range's end, then its start: numbers, so a lookup builds no key string. */
+export class RangeHashes {
+  private readonly byEnd = new Map<number, Map<number, Buffer>>();
+  private count = 0;
+
+  get(start: number, end: number): Buffer | undefined {
+    return this.byEnd.get(end)?.get(start);
+  }
+
+  set(start: number, end: number, hash: Buffer): void {
+    if (this.count >= MAX_RANGES) {
+      this.byEnd.clear();
+      this.count = 0;
+    }
+    let starts = this.byEnd.get(end);
+    if (starts === undefined) this.byEnd.set(end, (starts = new Map<number, Buffer>()));
+    if (!starts.has(start)) this.count++;
+    starts.set(start, hash);
+  }
+}
 
 /** The largest power of two smaller than n (n ≥ 2): where RFC 9162 splits a tree of n leaves. */
 export function splitPoint(n: number): number {
@@ -67,26 +88,22 @@ export function isPowerOfTwo(n: number): boolean {
 }
 
 /** log2 of a power of two (31 − leading zeros below 2^31). */
-function log2Exact(n: number): number {
+export function log2Exact(n: number): number {
   return n <= 0x7fffffff ? 31 - Math.clz32(n) : Math.round(Math.log2(n));
 }
 
 /** MTH(D[start:end]) for a range the RFC's recursion visits (each complete piece is aligned). */
-function rangeHash(tree: NodeSource, start: number, end: number): Buffer {
+export function rangeHash(tree: NodeSource, start: number, end: number): Buffer {
   const width = end - start;
   if (isPowerOfTwo(width)) {
     const level = log2Exact(width);
     return tree.node(level, start / width);
   }
-  const key = `${start}+${width}`;
-  const kept = tree.ranges?.get(key);
+  const kept = tree.ranges?.get(start, end);
   if (kept !== undefined) return kept;
   const k = splitPoint(width);
   const hash = nodeHash(rangeHash(tree, start, start + k), rangeHash(tree, start + k, end));
-  if (tree.ranges !== undefined) {
-    if (tree.ranges.size >= MAX_RANGES) tree.ranges.clear();
-    tree.ranges.set(key, hash);
-  }
+  tree.ranges?.set(start, end, hash);
   return hash;
 }
 
@@ -103,21 +120,28 @@ export function rootAt(tree: NodeSource, size = tree.size): Buffer {
 /** PATH(index, D[0:size]) (RFC 9162 §2.1.3.1): sibling hashes from the leaf up. */
 export function inclusionProof(tree: NodeSource, index: number, size = tree.size): Buffer[] {
   checkSize(tree, size);
-  if (!Number.isSafeInteger(index) || index < 0 || index >= size) throw new RangeError(`leaf ${index} is not in a tree of ${size}`);
-  let [start, end, m] = [0, size, index];
+  const ranges = inclusionRanges(index, size);
   const siblings: Buffer[] = [];
-  while (end - start > 1) {
-    const k = splitPoint(end - start);
-    if (m < k) {
-      siblings.push(rangeHash(tree, start + k, end));
-      end = start + k;
-    } else {
-      siblings.push(rangeHash(tree, start, start + k));
-      start += k;
-      m -= k;
-    }
+  for (let i = 0; i < ranges.length; i += 2) siblings.push(rangeHash(tree, ranges[i]!, ranges[i + 1]!));
+  return siblings;
+}
+
+/**
+ * The leaves each hash of PATH(index, D[0:size]) covers, from the leaf up, as [start, end) pairs
+ * one after the other: the proof before its hashes are read (see rangeHash). Found bottom-up: on
+ * each level the node holding the leaf is paired with its left neighbour (odd), or with what there
+ * is of its right one (even, not last), or with nothing (even and last: it is carried up). That is
+ * the RFC's recursion unrolled: the same ranges in the same order.
+ */
+export function inclusionRanges(index: number, size: number): number[] {
+  if (!Number.isSafeInteger(index) || index < 0 || index >= size) throw new RangeError(`leaf ${index} is not in a tree of ${size}`);
+  const ranges: number[] = [];
+  // Node i of width `width` holds the leaf; `last` is the level's last node.
+  for (let i = index, last = size - 1, width = 1; last > 0; i = Math.floor(i / 2), last = Math.floor(last / 2), width *= 2) {
+    if (i % 2 === 1) ranges.push((i - 1) * width, i * width);
+    else if (i < last) ranges.push((i + 1) * width, Math.min((i + 2) * width, size));
   }
-  return siblings.reverse(); // found top-down; the proof lists them bottom-up
+  return ranges;
 }
 
 /** PROOF(from, D[0:to]) (RFC 9162 §2.1.4.1), for 0 < from ≤ to. */

@@ -1,7 +1,7 @@
 /**
- * Full stripes of the tree levels just above the leaves (1 to HELD_LEVEL − 1), kept in memory for
- * every org together up to a byte budget (VIGIL_TREE_CACHE_MB), so that a proof reads only its
- * leaf's stripe from storage. Those levels hold 28 bytes a record (28 MB for a million); past the
+ * Full stripes of the tree's lowest levels (0 to HELD_LEVEL − 1), kept in memory for every org
+ * together up to a byte budget (VIGIL_TREE_CACHE_MB), so that a proof reads nothing from storage.
+ * Those levels hold 60 bytes a record (60 MB for a million: 32 of leaves, 28 above); past the
  * budget the stripe put in longest ago goes first. No bookkeeping on a hit: a proof's path is
  * random, so recency would buy little over insertion order.
  *

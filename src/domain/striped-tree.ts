@@ -1,4 +1,4 @@
-import { nodeHash, type NodeSource } from './merkle.js';
+import { nodeHash, RangeHashes, type NodeSource } from './merkle.js';
 
 /** sha256Nodes(pairs, out): out[32 i, +32) = SHA-256(0x01 ‖ pairs[64 i, +64)), the parent of pair i (RFC 9162 §2.1.1). */
 export type Sha256Nodes = (pairs: Buffer, out: Buffer) => void;
@@ -29,10 +29,19 @@ export interface Stripe {
 export interface StripeReader {
   stripe(level: number, index: number): Buffer | undefined;
   /**
-   * Hash `slot` (0–255) of the stored stripe, as its own 32 bytes: what a proof reads, node by
-   * node, without copying the stripe's 8 KB.
+   * Hash `slot` (0–255) of the stored stripe as the reader holds it without a copy (see
+   * nodeOffset): the whole stripe when it is in memory, else the hash's own 32 bytes (what a proof
+   * reads, node by node, without copying the stripe's 8 KB).
    */
-  hash(level: number, index: number, slot: number): Buffer | undefined;
+  holding(level: number, index: number, slot: number): Buffer | undefined;
+}
+
+/**
+ * Where node `index` sits in `bytes` as StripedTree.nodeBytes gives it: 0 in its own 32 bytes,
+ * slot · 32 in the whole stripe of 256 hashes holding it.
+ */
+export function nodeOffset(bytes: Buffer, index: number): number {
+  return bytes.length === HASH ? 0 : (index % STRIPE_WIDTH) * HASH;
 }
 
 /**
@@ -53,7 +62,7 @@ export class StripedTree implements NodeSource {
   /** Full stripes of levels from HELD_LEVEL up, by level and index, once read or filled. */
   private readonly held: Buffer[][] = [];
   /** Right-edge range hashes computed so far (see NodeSource.ranges). */
-  readonly ranges = new Map<string, Buffer>();
+  readonly ranges = new RangeHashes();
   private leaves = 0;
 
   private constructor(private readonly store: StripeReader) {}
@@ -132,17 +141,26 @@ export class StripedTree implements NodeSource {
   }
 
   node(level: number, index: number): Buffer {
+    const bytes = this.nodeBytes(level, index);
+    if (bytes.length === HASH) return bytes;
+    const at = nodeOffset(bytes, index);
+    return bytes.subarray(at, at + HASH);
+  }
+
+  /**
+   * Node (level, index) as the tree holds it, without a copy or a view made for it: its own 32
+   * bytes, or the whole stored stripe holding it (read it at nodeOffset). What a proof written
+   * straight out (the proof route) reads.
+   */
+  nodeBytes(level: number, index: number): Buffer {
     if (level < 0) throw new RangeError('no level below the leaves');
     const stripe = Math.floor(index / STRIPE_WIDTH);
     const full = this.full[level] ?? 0;
     if (stripe < full) {
-      if (level >= HELD_LEVEL) {
-        const at = (index % STRIPE_WIDTH) * HASH;
-        return this.stored(level, stripe).subarray(at, at + HASH);
-      }
-      const hash = this.store.hash(level, stripe, index % STRIPE_WIDTH);
-      if (hash === undefined || hash.length !== HASH) throw new Error(`stripe ${level}/${stripe} of the Merkle tree is missing from storage`);
-      return hash;
+      if (level >= HELD_LEVEL) return this.stored(level, stripe);
+      const bytes = this.store.holding(level, stripe, index % STRIPE_WIDTH);
+      if (bytes === undefined || (bytes.length !== HASH && bytes.length !== STRIPE_WIDTH * HASH)) throw new Error(`stripe ${level}/${stripe} of the Merkle tree is missing from storage`);
+      return bytes;
     }
     const found = stripe === full ? this.open[level]?.[index % STRIPE_WIDTH] : undefined;
     if (found === undefined) throw new RangeError(`no complete node ${level}/${index} in a tree of ${this.leaves}`);

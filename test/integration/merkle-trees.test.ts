@@ -6,6 +6,7 @@ import { GENESIS_HASH, leafInput, makeRow, type LedgerRow } from '../../src/doma
 import { consistencyProof, inclusionProof, leafHash, MemoryTree, rootAt } from '../../src/domain/merkle.js';
 import { openLmdb, type LmdbStores } from '../../src/store/lmdb.js';
 import { LmdbMerkleStore } from '../../src/store/lmdb-merkle-store.js';
+import { inclusionBody } from '../../src/http/routes/inclusion-body.js';
 import type { MerkleStore } from '../../src/store/merkle-store.js';
 import { captureLogger, silentLogger, type LogLine } from '../support/logs.js';
 import { tempDir } from '../support/server.js';
@@ -77,7 +78,7 @@ describe('Merkle trees of orgs, stored in LMDB', () => {
     await stores.close();
   });
 
-  it('proves every leaf after a restart whatever the stripe cache holds: a budget of two stripes, none, or all', async () => {
+  it('proves every leaf after a restart whatever the stripe cache holds (levels 0 to 3): a budget of two stripes, none, or all', async () => {
     const { dir, stores: first } = open();
     const [acme, beta] = [ledger(4_096), ledger(4_096, 'b')];
     await commit(first, 'acme', acme);
@@ -98,6 +99,10 @@ describe('Merkle trees of orgs, stored in LMDB', () => {
           expect(tree.size).toBe(4_096);
           expect(tree.node(0, m).equals(expected[org].node(0, m)), `${org} leaf ${m}, cache ${cacheBytes}`).toBe(true);
           expect(inclusionProof(tree, m), `${org} leaf ${m}, cache ${cacheBytes}`).toEqual(inclusionProof(expected[org], m));
+          // The proof route's body, hex-encoded from wherever the reader holds each hash.
+          const body = JSON.parse(inclusionBody(tree, m + 1, 4_096, null).toString('utf8')) as { leaf_hash: string; hashes: string[] };
+          expect(body.leaf_hash).toBe(expected[org].node(0, m).toString('hex'));
+          expect(body.hashes, `${org} leaf ${m}, cache ${cacheBytes}`).toEqual(inclusionProof(expected[org], m).map((h) => h.toString('hex')));
         }
       }
       await stores.close();

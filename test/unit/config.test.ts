@@ -19,7 +19,7 @@ describe('loadConfig', () => {
       maxPendingPerOrg: 10_000,
       streamMaxFrames: 64,
       streamIdleSeconds: 120,
-      treeCacheBytes: 64 * 1024 * 1024,
+      treeCacheBytes: 128 * 1024 * 1024,
       strictAudit: false,
       metrics: null,
       cluster: undefined,

@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { canonicalize } from '../../src/domain/jcs.js';
 import { GENESIS_HASH, leafInput, makeRow, type LedgerRow } from '../../src/domain/ledger.js';
-import { compactRange, consistencyProof, EMPTY_ROOT, inclusionProof, leafHash, MemoryTree, rootAt } from '../../src/domain/merkle.js';
+import { compactRange, consistencyProof, EMPTY_ROOT, inclusionProof, inclusionRanges, leafHash, MemoryTree, rootAt } from '../../src/domain/merkle.js';
 import { verifyConsistency, verifyInclusion } from '../../src/domain/merkle-verify.js';
 
 // DESIGN §10 vectors (shared/vectors/merkle-v1.json, copied): made by an implementation independent
@@ -291,5 +291,25 @@ describe('the Merkle tree of a 1,000-record ledger', () => {
     expect(verifyInclusion(5, 5, root, [], root)).toBe(false);
     expect(verifyConsistency(0, 5, root, root, [])).toBe(false);
     expect(verifyConsistency(3, 5, root, root, [])).toBe(false);
+  });
+});
+
+describe('the leaf ranges a proof\'s hashes cover (found bottom-up, without the recursion)', () => {
+  /** PATH(m, D[start:end]) of RFC 9162 §2.1.3.1, as the ranges its hashes cover, leaf first. */
+  function pathRanges(m: number, start: number, end: number): number[] {
+    const n = end - start;
+    if (n === 1) return [];
+    const k = split(n);
+    return m < k ? [...pathRanges(m, start, start + k), start + k, end] : [...pathRanges(m - k, start + k, end), start, start + k];
+  }
+
+  it('are those of the RFC\'s recursion for every leaf of every tree up to 300 leaves', () => {
+    for (let n = 1; n <= 300; n++) for (let m = 0; m < n; m++) expect(inclusionRanges(m, n), `leaf ${m} of ${n}`).toEqual(pathRanges(m, 0, n));
+  });
+
+  it('and for leaves of trees past 2^32 and up to 2^52 (no 32-bit arithmetic)', () => {
+    for (const n of [2 ** 32 - 1, 2 ** 32, 2 ** 32 + 1, 3 * 2 ** 40 + 12345, 2 ** 52 - 3]) {
+      for (const m of [0, 1, 2 ** 31, 2 ** 32 - 2, Math.floor(n / 3), n - 2, n - 1]) expect(inclusionRanges(m, n), `leaf ${m} of ${n}`).toEqual(pathRanges(m, 0, n));
+    }
   });
 });

@@ -14,8 +14,10 @@ class MapStore {
     this.reads++;
     return this.stripes.get(`${level}/${index}`);
   }
-  hash(level: number, index: number, slot: number): Buffer | undefined {
-    return this.stripe(level, index)?.subarray(slot * 32, slot * 32 + 32);
+  /** Both shapes a reader may give (see StripeReader.holding): the whole stripe for an even slot, the hash alone for an odd one. */
+  holding(level: number, index: number, slot: number): Buffer | undefined {
+    const stripe = this.stripe(level, index);
+    return slot % 2 === 0 ? stripe : stripe?.subarray(slot * 32, slot * 32 + 32);
   }
   put(filled: readonly Stripe[]): void {
     for (const s of filled) {

@@ -1,37 +1,22 @@
 import type { SignedCheckpoint } from '../../actors/log-checkpoints.js';
-import { consistencyProof, inclusionProof } from '../../domain/merkle.js';
+import { consistencyProof } from '../../domain/merkle.js';
 import { verifierKey } from '../../domain/signed-note.js';
 import { VigilError } from '../../errors.js';
 import type { AppDeps } from '../deps.js';
 import { errorResponse } from '../errors.js';
 import type { Route, RouteContext, RouteResult } from '../router.js';
+import { inclusionBody } from './inclusion-body.js';
 import { PUBLIC_NOT_FOUND, publicRoute, type PublicGate } from './public.js';
 import { queryInt } from '../validate.js';
 
 const MAX_SIZE = 1e15;
 const hex = (b: Buffer): string => b.toString('hex');
 
-/** Where hexOf copies a proof's hashes to encode them at once (a proof has at most 64). */
-const scratch = Buffer.allocUnsafe(64 * 32);
-
-/** The hashes, in hex, one after the other: one encoding rather than one per hash. */
-function hexOf(hashes: readonly Buffer[]): string {
-  for (let i = 0; i < hashes.length; i++) scratch.set(hashes[i]!, i * 32);
-  return scratch.toString('hex', 0, hashes.length * 32);
-}
-
-/** Hashes `from`, `from` + 1, … of `hex` (as hexOf wrote them) as the items of a JSON array of strings. */
-function jsonItems(hex: string, from: number): string {
-  let items = '';
-  for (let at = from * 64; at < hex.length; at += 64) items += `${at === from * 64 ? '' : ','}"${hex.slice(at, at + 64)}"`;
-  return items;
-}
-
-/** A checkpoint's note as a JSON string, made once per checkpoint. */
-const noteJsons = new WeakMap<SignedCheckpoint, string>();
-function noteJson(checkpoint: SignedCheckpoint): string {
+/** A checkpoint's note as JSON bytes, made once per checkpoint. */
+const noteJsons = new WeakMap<SignedCheckpoint, Buffer>();
+function noteJson(checkpoint: SignedCheckpoint): Buffer {
   let json = noteJsons.get(checkpoint);
-  if (json === undefined) noteJsons.set(checkpoint, (json = JSON.stringify(checkpoint.note)));
+  if (json === undefined) noteJsons.set(checkpoint, (json = Buffer.from(JSON.stringify(checkpoint.note))));
   return json;
 }
 
@@ -72,16 +57,9 @@ export function transparencyRoutes(deps: AppDeps, gate: PublicGate): Route[] {
         const tree = trees.tree(key.org);
         if (size > tree.size) throw size <= latest.size ? behind() : invalid('tree_size', `the tree holds ${tree.size} records`);
         if (seq > size) throw invalid('seq', `a record of the tree of ${size} (1..${size})`);
-        // The body written out here rather than by JSON.stringify (the route serves a proof a
-        // request): numbers, hex and the checkpoint's JSON string, kept with it. It is the JSON of
-        // {seq, leaf_index, tree_size, leaf_hash, hashes, checkpoint}, the last null unless the proof
-        // leads to the latest signed checkpoint.
-        const hashes = hexOf(trees.reading(key.org, () => [tree.node(0, seq - 1), ...inclusionProof(tree, seq - 1, size)]));
-        const checkpoint = size === latest.size ? noteJson(latest) : 'null';
-        return {
-          text: `{"seq":${seq},"leaf_index":${seq - 1},"tree_size":${size},"leaf_hash":"${hashes.slice(0, 64)}","hashes":[${jsonItems(hashes, 1)}],"checkpoint":${checkpoint}}`,
-          contentType: 'application/json',
-        };
+        // The checkpoint is null unless the proof leads to the latest signed one.
+        const checkpoint = size === latest.size ? noteJson(latest) : null;
+        return { bytes: trees.reading(key.org, () => inclusionBody(tree, seq, size, checkpoint)), contentType: 'application/json' };
       },
     },
     {
