@@ -86,8 +86,10 @@ export class MerkleTrees {
         }
         const hit = cached[level]?.[index];
         if (hit !== undefined) return hit;
-        // Past the cache's levels, or no room for a stripe at all: the one hash, read in place.
-        if (level >= HELD_LEVEL || this.cache.maxBytes < STRIPE_WIDTH * 32) return stored(this.store.hash(org, level, index, slot), level, index);
+        // A leaf stripe is kept only while the cache has room: past it, leaves read on demand would
+        // push out stripes of levels 1–3, each of which serves two to eight times as many leaves.
+        // Otherwise (or with no room for any stripe), the one hash: a pair copied out of LMDB.
+        if (level === 0 ? !this.cache.hasRoom(STRIPE_BYTES) : this.cache.maxBytes < STRIPE_BYTES) return stored(this.store.hash(org, level, index, slot), level, index);
         return stored(this.readIntoCache(org, level, index), level, index);
       },
     };
@@ -267,4 +269,5 @@ export const DEFAULT_CACHE_BYTES = 128 * 1024 * 1024;
 /** A stored stripe of the full 256 hashes, else undefined (a short one is damaged). */
 const whole = (stripe: Buffer | undefined): Buffer | undefined => (stripe?.length === STRIPE_WIDTH * 32 ? stripe : undefined);
 
+const STRIPE_BYTES = STRIPE_WIDTH * 32;
 const keyOf = (org: string, level: number, index: number): string => `${org}\u0000${level}/${index}`;

@@ -57,6 +57,11 @@ export class StripeCache {
     table.length = 0;
   }
 
+  /** Whether `bytes` more fit in the budget without dropping a stripe. */
+  hasRoom(bytes: number): boolean {
+    return this.bytes + bytes <= this.maxBytes;
+  }
+
   /** Bytes held. */
   get size(): number {
     return this.bytes;

@@ -29,9 +29,9 @@ export interface Stripe {
 export interface StripeReader {
   stripe(level: number, index: number): Buffer | undefined;
   /**
-   * Hash `slot` (0–255) of the stored stripe as the reader holds it without a copy (see
-   * nodeOffset): the whole stripe when it is in memory, else the hash's own 32 bytes (what a proof
-   * reads, node by node, without copying the stripe's 8 KB).
+   * Hash `slot` (0–255) of the stored stripe: the whole stripe (256 × 32 bytes) when the reader
+   * holds it in memory, else the hash's own 32 bytes (read from storage without copying the
+   * stripe's 8 KB). Read it at nodeOffset.
    */
   holding(level: number, index: number, slot: number): Buffer | undefined;
 }

@@ -109,6 +109,33 @@ describe('Merkle trees of orgs, stored in LMDB', () => {
     }
   });
 
+  it('keeps a leaf stripe a proof reads while the cache has room; past it, reads the one hash from storage', async () => {
+    const { dir, stores: first } = open();
+    const rows = ledger(4_096);
+    await commit(first, 'acme', rows);
+    const filler = new MerkleTrees(new LmdbMerkleStore(first.env), first.ledger, silentLogger());
+    filler.onCommitted('acme', rows);
+    await filler.settled();
+    await first.close();
+    const stores = openLmdb(dir);
+    const lmdb = new LmdbMerkleStore(stores.env);
+    const reads: string[] = [];
+    const store: MerkleStore = {
+      stripe: (org, level, index) => (reads.push(`stripe ${level}/${index}`), lmdb.stripe(org, level, index)),
+      hash: (org, level, index, slot) => (reads.push(`hash ${level}/${index}`), lmdb.hash(org, level, index, slot)),
+      storedStripes: (org) => lmdb.storedStripes(org),
+      put: (stripes) => lmdb.put(stripes),
+    };
+    // Room for one stripe: the first leaf stripe read is kept, the next is read a hash at a time.
+    const trees = new MerkleTrees(store, stores.ledger, silentLogger(), { cacheBytes: 8192 });
+    const tree = trees.tree('acme');
+    reads.length = 0; // what resuming read (the level-4 stripe the levels above it are recomputed from)
+    const expected = reference(rows);
+    for (const m of [5, 5, 300, 300, 6]) expect(tree.node(0, m).equals(expected.node(0, m)), `leaf ${m}`).toBe(true);
+    expect(reads).toEqual(['stripe 0/0', 'hash 0/1', 'hash 0/1']);
+    await stores.close();
+  });
+
   it('drops damaged stored stripes and rebuilds the tree from the ledger: found on resume, or by a proof (503 meanwhile)', async () => {
     const { dir, stores: first } = open();
     const rows = ledger(4_096);
@@ -186,6 +213,13 @@ describe('Merkle trees of orgs, stored in LMDB', () => {
     expect(lines.map((l) => l.msg)).toContain('storing Merkle tree stripes failed; they stay in memory and are tried again with the next');
     expect(lmdb.storedStripes('acme')).toBe(0);
     expect(rootAt(trees.tree('acme')).equals(rootAt(reference(rows.slice(0, 600))))).toBe(true);
+    // Proofs (the route's body too) read the two full leaf stripes from the unstored ones.
+    const before = reference(rows.slice(0, 600));
+    for (const m of [0, 1, 255, 256, 511, 512, 599]) {
+      expect(inclusionProof(trees.tree('acme'), m, 600)).toEqual(inclusionProof(before, m, 600));
+      const body = JSON.parse(inclusionBody(trees.tree('acme'), m + 1, 600, null).toString('utf8')) as { hashes: string[] };
+      expect(body.hashes, `leaf ${m}`).toEqual(inclusionProof(before, m, 600).map((h) => h.toString('hex')));
+    }
     failing = false;
     trees.onCommitted('acme', rows.slice(600));
     await trees.settled();

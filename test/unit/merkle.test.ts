@@ -47,7 +47,12 @@ const H = (...parts: Uint8Array[]): Buffer => {
   return h.digest();
 };
 const node = (l: Uint8Array, r: Uint8Array): Buffer => H(Buffer.from([1]), l, r);
-const split = (n: number): number => 2 ** Math.ceil(Math.log2(n) - 1);
+/** The largest power of two below n (n ≥ 2), by doubling: exact for any safe integer (Math.log2 rounds past 2^49). */
+const split = (n: number): number => {
+  let k = 1;
+  while (k * 2 < n) k *= 2;
+  return k;
+};
 
 function rootFromPath(m: number, n: number, leaf: Buffer, path: Buffer[]): Buffer | null {
   if (n === 1) return path.length === 0 ? leaf : null;
@@ -308,7 +313,7 @@ describe('the leaf ranges a proof\'s hashes cover (found bottom-up, without the 
   });
 
   it('and for leaves of trees past 2^32 and up to 2^52 (no 32-bit arithmetic)', () => {
-    for (const n of [2 ** 32 - 1, 2 ** 32, 2 ** 32 + 1, 3 * 2 ** 40 + 12345, 2 ** 52 - 3]) {
+    for (const n of [2 ** 32 - 1, 2 ** 32, 2 ** 32 + 1, 3 * 2 ** 40 + 12345, 2 ** 51 + 1, 2 ** 52 - 3]) {
       for (const m of [0, 1, 2 ** 31, 2 ** 32 - 2, Math.floor(n / 3), n - 2, n - 1]) expect(inclusionRanges(m, n), `leaf ${m} of ${n}`).toEqual(pathRanges(m, 0, n));
     }
   });

@@ -57,7 +57,8 @@ export function transparencyRoutes(deps: AppDeps, gate: PublicGate): Route[] {
         const tree = trees.tree(key.org);
         if (size > tree.size) throw size <= latest.size ? behind() : invalid('tree_size', `the tree holds ${tree.size} records`);
         if (seq > size) throw invalid('seq', `a record of the tree of ${size} (1..${size})`);
-        // The checkpoint is null unless the proof leads to the latest signed one.
+        // The checkpoint is null unless the proof leads to the latest signed one. The body's bytes
+        // are reused by the next proof: the router sends them before this returns to the loop.
         const checkpoint = size === latest.size ? noteJson(latest) : null;
         return { bytes: trees.reading(key.org, () => inclusionBody(tree, seq, size, checkpoint)), contentType: 'application/json' };
       },
