@@ -191,6 +191,7 @@ async function start(config: Config, log: Logger, options: RuntimeOptions, lock:
   const merkleStore = new LmdbMerkleStore(store.env);
   opened.push(() => merkleStore.close());
   const trees = new MerkleTrees(merkleStore, store.ledger, log, { cacheBytes: config.treeCacheBytes, sha256Nodes: nativeSha256Nodes });
+  opened.push(() => trees.close());
   const feedTrees = options.transparencyLog !== false;
   if (!feedTrees) trees.switchOff();
   // Cluster mode: the one key the nodes share (VIGIL_LOG_KEY if set, else the one the cluster keeps).
@@ -318,6 +319,7 @@ async function start(config: Config, log: Logger, options: RuntimeOptions, lock:
         if (cluster !== null) await cluster.close();
         else await commands.close();
         await local.close();
+        await trees.close();
         merkleStore.close();
         await store.close();
       } finally {

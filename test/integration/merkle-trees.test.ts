@@ -109,6 +109,33 @@ describe('Merkle trees of orgs, stored in LMDB', () => {
     }
   });
 
+  it('stores live rows\' stripes together after a delay (readable meanwhile), at once when settled or closed', async () => {
+    const { stores } = open();
+    const lmdb = new LmdbMerkleStore(stores.env);
+    let writes = 0;
+    const store: MerkleStore = {
+      stripe: (org, level, index) => lmdb.stripe(org, level, index),
+      hash: (org, level, index, slot) => lmdb.hash(org, level, index, slot),
+      storedStripes: (org) => lmdb.storedStripes(org),
+      put: (stripes, drop) => (writes++, lmdb.put(stripes, drop)),
+    };
+    const rows = ledger(2_048);
+    await commit(stores, 'acme', rows);
+    // A delay no test waits out: only settled() and close() may cut it short.
+    const trees = new MerkleTrees(store, stores.ledger, silentLogger(), { storeDelayMs: 600_000 });
+    for (let i = 0; i < 1_024; i += 128) trees.onCommitted('acme', rows.slice(i, i + 128));
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect([writes, lmdb.storedStripes('acme')]).toEqual([0, 0]);
+    const expected = reference(rows);
+    for (const m of [0, 300, 1_023]) expect(inclusionProof(trees.tree('acme'), m, 1_024)).toEqual(inclusionProof(expected, m, 1_024));
+    await trees.settled();
+    expect([writes, lmdb.storedStripes('acme')]).toEqual([1, 4]);
+    for (let i = 1_024; i < 2_048; i += 128) trees.onCommitted('acme', rows.slice(i, i + 128));
+    await trees.close();
+    expect([writes, lmdb.storedStripes('acme')]).toEqual([2, 8]);
+    await stores.close();
+  });
+
   it('keeps a leaf stripe a proof reads while the cache has room; past it, reads the one hash from storage', async () => {
     const { dir, stores: first } = open();
     const rows = ledger(4_096);
