@@ -35,6 +35,17 @@ function reference(rows: readonly LedgerRow[]): MemoryTree {
 }
 
 /** Commits rows to the org's ledger in batches, as its writer does. */
+/** The LMDB store with some of its methods replaced (to count or fail them). */
+function over(lmdb: LmdbMerkleStore, replaced: Partial<MerkleStore>): MerkleStore {
+  return {
+    stripe: (org, level, index) => lmdb.stripe(org, level, index),
+    hash: (org, level, index, slot) => lmdb.hash(org, level, index, slot),
+    storedStripes: (org) => lmdb.storedStripes(org),
+    put: (stripes, drop) => lmdb.put(stripes, drop),
+    ...replaced,
+  };
+}
+
 async function commit(stores: LmdbStores, org: string, rows: readonly LedgerRow[], batch = 1000): Promise<void> {
   for (let i = 0; i < rows.length; i += batch) expect(await stores.ledger.commit(org, rows.slice(i, i + batch), rows[i]!.seq - 1)).toBe(true);
 }
@@ -113,12 +124,7 @@ describe('Merkle trees of orgs, stored in LMDB', () => {
     const { stores } = open();
     const lmdb = new LmdbMerkleStore(stores.env);
     let writes = 0;
-    const store: MerkleStore = {
-      stripe: (org, level, index) => lmdb.stripe(org, level, index),
-      hash: (org, level, index, slot) => lmdb.hash(org, level, index, slot),
-      storedStripes: (org) => lmdb.storedStripes(org),
-      put: (stripes, drop) => (writes++, lmdb.put(stripes, drop)),
-    };
+    const store = over(lmdb, { put: (stripes, drop) => (writes++, lmdb.put(stripes, drop)) });
     const rows = ledger(2_048);
     await commit(stores, 'acme', rows);
     // A delay no test waits out: only settled() and close() may cut it short.
@@ -147,12 +153,10 @@ describe('Merkle trees of orgs, stored in LMDB', () => {
     const stores = openLmdb(dir);
     const lmdb = new LmdbMerkleStore(stores.env);
     const reads: string[] = [];
-    const store: MerkleStore = {
+    const store = over(lmdb, {
       stripe: (org, level, index) => (reads.push(`stripe ${level}/${index}`), lmdb.stripe(org, level, index)),
       hash: (org, level, index, slot) => (reads.push(`hash ${level}/${index}`), lmdb.hash(org, level, index, slot)),
-      storedStripes: (org) => lmdb.storedStripes(org),
-      put: (stripes) => lmdb.put(stripes),
-    };
+    });
     // Room for one stripe: the first leaf stripe read is kept, the next is read a hash at a time.
     const trees = new MerkleTrees(store, stores.ledger, silentLogger(), { cacheBytes: 8192 });
     const tree = trees.tree('acme');
@@ -225,12 +229,7 @@ describe('Merkle trees of orgs, stored in LMDB', () => {
     const { stores } = open();
     const lmdb = new LmdbMerkleStore(stores.env);
     let failing = true;
-    const store: MerkleStore = {
-      stripe: (org, level, index) => lmdb.stripe(org, level, index),
-      hash: (org, level, index, slot) => lmdb.hash(org, level, index, slot),
-      storedStripes: (org) => lmdb.storedStripes(org),
-      put: (stripes) => (failing ? Promise.reject(new Error('disk full')) : lmdb.put(stripes)),
-    };
+    const store = over(lmdb, { put: (stripes) => (failing ? Promise.reject(new Error('disk full')) : lmdb.put(stripes)) });
     const lines: LogLine[] = [];
     const rows = ledger(1_000);
     await commit(stores, 'acme', rows);
