@@ -38,7 +38,7 @@ export interface StripeReader {
 
 /**
  * Where node `index` sits in `bytes` as StripedTree.nodeBytes gives it: 0 in its own 32 bytes,
- * slot · 32 in the whole stripe of 256 hashes holding it.
+ * slot · 32 in the stripe holding it (whole, or the first hashes of the one filling).
  */
 export function nodeOffset(bytes: Buffer, index: number): number {
   return bytes.length === HASH ? 0 : (index % STRIPE_WIDTH) * HASH;
@@ -55,8 +55,14 @@ export function nodeOffset(bytes: Buffer, index: number): number {
  * always a prefix of every level, and the tree's stored size is 256 × the full stripes of level 0.
  */
 export class StripedTree implements NodeSource {
-  /** Per level, the hashes of the stripe still filling. */
-  private readonly open: Buffer[][] = [];
+  /**
+   * Per level, the stripe still filling: its hashes so far, written in place (appends hash a
+   * level's new nodes straight from the level below into it). It grows to the 8 KB of a full
+   * stripe, which is handed over as it is when it fills; only the hashes below `filling` are set.
+   */
+  private readonly open: (Buffer | undefined)[] = [];
+  /** Per level, how many hashes the stripe still filling holds. */
+  private readonly filling: number[] = [];
   /** Per level, how many stripes are full (stored, or about to be). */
   private readonly full: number[] = [];
   /** Full stripes of levels from HELD_LEVEL up, by level and index, once read or filled. */
@@ -79,9 +85,12 @@ export class StripedTree implements NodeSource {
     for (let level = 0, count = size; count > 0; level++, count = Math.floor(count / 2)) {
       const fullStripes = Math.floor(count / STRIPE_WIDTH);
       tree.full[level] = fullStripes;
-      const row: Buffer[] = [];
-      for (let i = fullStripes * STRIPE_WIDTH; i < count; i++) row.push(nodeHash(tree.node(level - 1, 2 * i), tree.node(level - 1, 2 * i + 1)));
-      tree.open[level] = row;
+      tree.filling[level] = 0;
+      for (let slot = 0; fullStripes * STRIPE_WIDTH + slot < count; slot++) {
+        const i = fullStripes * STRIPE_WIDTH + slot;
+        tree.room(level, 1).set(nodeHash(tree.node(level - 1, 2 * i), tree.node(level - 1, 2 * i + 1)), slot * HASH);
+        tree.filling[level] = slot + 1;
+      }
     }
     return tree;
   }
@@ -100,44 +109,88 @@ export class StripedTree implements NodeSource {
   }
 
   /**
-   * Appends leaf hashes in order; returns the stripes they filled, as append does. The nodes they
-   * complete are hashed level by level, each level's in one call of `hashNodes` (the native
-   * batch hasher on the write path): the same tree as appending them one at a time.
+   * Appends leaf hashes in order; returns the stripes they filled, as append does. Each level's
+   * new nodes are hashed in place, from the pairs below them (a pair never spans a stripe: stripes
+   * are an even width) into the stripe filling above, a stripe's worth in one call of `hashNodes`
+   * (the native batch hasher on the write path): no Buffer is made but the stripes themselves.
+   * The same tree as appending them one at a time.
    */
   appendAll(leaves: readonly Buffer[], hashNodes: Sha256Nodes = jsNodes): Stripe[] {
     const filled: Stripe[] = [];
-    let nodes = leaves;
-    for (let level = 0; nodes.length > 0; level++) {
-      const row = (this.open[level] ??= []);
-      this.full[level] ??= 0;
-      // Each node at an odd index completes a pair with the one before it, in the same stripe
-      // (stripes are an even width): pairs never span a stripe, so the left one is in the row.
-      let index = this.full[level]! * STRIPE_WIDTH + row.length;
-      const pairs = Buffer.allocUnsafe(Math.ceil(nodes.length / 2 + 1) * 2 * HASH);
-      let count = 0;
-      for (const node of nodes) {
-        row.push(node);
-        if (index % 2 === 1) {
-          pairs.set(row[row.length - 2]!, count * 2 * HASH);
-          pairs.set(node, count * 2 * HASH + HASH);
-          count++;
-        }
-        if (row.length === STRIPE_WIDTH) {
-          const bytes = Buffer.concat(row, STRIPE_WIDTH * HASH);
-          if (level >= HELD_LEVEL) (this.held[level] ??= [])[this.full[level]!] = bytes;
-          filled.push({ level, index: this.full[level]!, bytes });
-          this.full[level]!++;
-          row.length = 0;
-        }
-        index++;
-      }
-      // Not from Node's shared pool: the open rows keep views of it.
-      const parents = Buffer.allocUnsafeSlow(count * HASH);
-      if (count > 0) hashNodes(pairs.subarray(0, count * 2 * HASH), parents);
-      nodes = Array.from({ length: count }, (_, i) => parents.subarray(i * HASH, i * HASH + HASH));
-    }
+    if (leaves.length === 0) return filled;
+    // Where this append's stripes of the level below start in `filled`, and that level's full count before it.
+    let mark = 0;
+    let fullBefore = this.full[0] ?? 0;
+    this.fill(0, leaves.length, filled, (into, at, first, count) => {
+      for (let i = 0; i < count; i++) into.set(leaves[first + i]!, at + i * HASH);
+    });
     this.leaves += leaves.length;
+    for (let level = 1; ; level++) {
+      const from = this.count(level);
+      const added = Math.floor(this.count(level - 1) / 2) - from;
+      if (added === 0) break;
+      // The new nodes' pairs were all completed by this append: they sit in the stripe filling
+      // below or in stripes this append filled there.
+      const [belowMark, belowFull] = [mark, fullBefore];
+      [mark, fullBefore] = [filled.length, this.full[level] ?? 0];
+      this.fill(level, added, filled, (into, at, first, count) => {
+        const pair = 2 * (from + first);
+        const stripe = Math.floor(pair / STRIPE_WIDTH);
+        const pairs = stripe < this.full[level - 1]! ? filled[belowMark + stripe - belowFull]!.bytes : this.open[level - 1]!;
+        const start = (pair % STRIPE_WIDTH) * HASH;
+        hashNodes(pairs.subarray(start, start + count * 2 * HASH), into.subarray(at, at + count * HASH));
+      });
+    }
     return filled;
+  }
+
+  /** Nodes of `level` so far: full stripes and the one filling. */
+  private count(level: number): number {
+    return (this.full[level] ?? 0) * STRIPE_WIDTH + (this.filling[level] ?? 0);
+  }
+
+  /**
+   * Adds `count` nodes to `level`, written by `write(into, at, first, count)` (nodes first …
+   * first + count − 1 of those added, at byte `at` of the stripe filling), a run at most until the
+   * stripe fills, or, above the leaves, until the pairs below cross into their next stripe.
+   * Stripes it fills go to `filled`.
+   */
+  private fill(level: number, count: number, filled: Stripe[], write: (into: Buffer, at: number, first: number, count: number) => void): void {
+    this.full[level] ??= 0;
+    this.filling[level] ??= 0;
+    for (let done = 0; done < count; ) {
+      const slot: number = this.filling[level] ?? 0;
+      let run = Math.min(STRIPE_WIDTH - slot, count - done);
+      if (level > 0) run = Math.min(run, STRIPE_WIDTH / 2 - (slot % (STRIPE_WIDTH / 2)));
+      write(this.room(level, run), slot * HASH, done, run);
+      done += run;
+      this.filling[level] = slot + run;
+      if (slot + run < STRIPE_WIDTH) continue;
+      const bytes = this.open[level]!;
+      const index: number = this.full[level] ?? 0;
+      if (level >= HELD_LEVEL) (this.held[level] ??= [])[index] = bytes;
+      filled.push({ level, index, bytes });
+      this.full[level] = index + 1;
+      this.filling[level] = 0;
+      // A level that filled a stripe fills the next one too: it starts at full size.
+      this.open[level] = Buffer.alloc(STRIPE_WIDTH * HASH);
+    }
+  }
+
+  /**
+   * The stripe filling on `level`, with room for `more` hashes after those it holds: small at
+   * first (most orgs' upper levels hold a few hashes), doubled as needed up to a full stripe.
+   */
+  private room(level: number, more: number): Buffer {
+    const open = this.open[level];
+    const need = ((this.filling[level] ?? 0) + more) * HASH;
+    if (open !== undefined && open.length >= need) return open;
+    let size = Math.max(open?.length ?? 0, 8 * HASH);
+    while (size < need) size *= 2;
+    const grown = Buffer.alloc(Math.min(size, STRIPE_WIDTH * HASH));
+    open?.copy(grown, 0, 0, (this.filling[level] ?? 0) * HASH);
+    this.open[level] = grown;
+    return grown;
   }
 
   node(level: number, index: number): Buffer {
@@ -149,8 +202,8 @@ export class StripedTree implements NodeSource {
 
   /**
    * Node (level, index) as the tree holds it, without a copy or a view made for it: its own 32
-   * bytes, or the whole stored stripe holding it (read it at nodeOffset). What a proof written
-   * straight out (the proof route) reads.
+   * bytes, or the stripe holding it (stored, or the one filling; read it at nodeOffset). What a
+   * proof written straight out (the proof route) reads.
    */
   nodeBytes(level: number, index: number): Buffer {
     if (level < 0) throw new RangeError('no level below the leaves');
@@ -162,9 +215,9 @@ export class StripedTree implements NodeSource {
       if (bytes === undefined || (bytes.length !== HASH && bytes.length !== STRIPE_WIDTH * HASH)) throw new Error(`stripe ${level}/${stripe} of the Merkle tree is missing from storage`);
       return bytes;
     }
-    const found = stripe === full ? this.open[level]?.[index % STRIPE_WIDTH] : undefined;
-    if (found === undefined) throw new RangeError(`no complete node ${level}/${index} in a tree of ${this.leaves}`);
-    return found;
+    // The stripe filling, whole (its hashes below `filling` never change).
+    if (stripe === full && index % STRIPE_WIDTH < (this.filling[level] ?? 0)) return this.open[level]!;
+    throw new RangeError(`no complete node ${level}/${index} in a tree of ${this.leaves}`);
   }
 
   /**
@@ -177,8 +230,7 @@ export class StripedTree implements NodeSource {
     if (!Number.isSafeInteger(index) || index < 0 || want < 1 || want > STRIPE_WIDTH) return undefined;
     const full = this.full[level] ?? 0;
     if (index < full) return this.stored(level, index).subarray(0, want * HASH);
-    const open = index === full ? (this.open[level] ?? []) : [];
-    return open.length >= want ? Buffer.concat(open.slice(0, want), want * HASH) : undefined;
+    return index === full && (this.filling[level] ?? 0) >= want ? this.open[level]!.subarray(0, want * HASH) : undefined;
   }
 
   private stored(level: number, index: number): Buffer {
@@ -192,6 +244,6 @@ export class StripedTree implements NodeSource {
 
   /** The hashes of the stripe still filling on `level` (a partial C2SP tile), oldest first. */
   partial(level: number): readonly Buffer[] {
-    return this.open[level] ?? [];
+    return Array.from({ length: this.filling[level] ?? 0 }, (_, i) => this.open[level]!.subarray(i * HASH, i * HASH + HASH));
   }
 }

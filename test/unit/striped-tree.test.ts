@@ -127,6 +127,22 @@ describe('appending leaves a batch at a time', () => {
     });
   }
 
+  it('keeps the stripe filling small for a small tree, and hashes read from it unchanged while it grows and fills', () => {
+    const store = new MapStore();
+    const tree = StripedTree.empty(store);
+    store.put(tree.appendAll(Array.from({ length: 5 }, (_, i) => leaf(i)), nativeSha256Nodes ?? jsNodes));
+    // Five leaves: no level holds a stripe's 8 KB.
+    for (let level = 0; level < 3; level++) expect(tree.nodeBytes(level, 0).length).toBeLessThan(STRIPE_WIDTH * 32);
+    const early = [tree.node(0, 4), tree.node(1, 1), tree.node(2, 0)].map((hash) => Buffer.from(hash));
+    const views = [tree.node(0, 4), tree.node(1, 1), tree.node(2, 0)];
+    for (let i = 5; i < 3 * STRIPE_WIDTH; i += 37) store.put(tree.appendAll(Array.from({ length: 37 }, (_, k) => leaf(i + k)), nativeSha256Nodes ?? jsNodes));
+    expect(store.stripes.has('0/0')).toBe(true);
+    views.forEach((view, i) => expect(view.equals(early[i]!), `view ${i}`).toBe(true));
+    const reference = new MemoryTree();
+    for (let i = 0; i < tree.size; i++) reference.append(leaf(i));
+    expect(rootAt(tree, tree.size).equals(rootAt(reference, tree.size))).toBe(true);
+  });
+
   it('hashes the parents of pairs as RFC 9162 does, natively and with node:crypto', () => {
     const pairs = Buffer.concat([leaf(1), leaf(2), leaf(3), leaf(4)]);
     const expected = Buffer.concat([nodeHash(leaf(1), leaf(2)), nodeHash(leaf(3), leaf(4))]);
