@@ -61,6 +61,7 @@ const envSchema = z.object({
   VIGIL_LOG_LEVEL: z.enum(LOG_LEVELS).default('info'),
   VIGIL_CHECKPOINT_SECONDS: z.coerce.number().int().min(1).default(60),
   VIGIL_TREE_CACHE_MB: z.coerce.number().int().min(0).max(1_048_576).default(128),
+  VIGIL_MIN_FREE_MB: z.coerce.number().min(0).max(1_048_576).default(64),
   VIGIL_STRICT_AUDIT: flag,
   VIGIL_METRICS_TOKEN: z.string().min(16, 'at least 16 characters (it guards GET /metrics; e.g. openssl rand -hex 32)').regex(/^\S+$/, 'no spaces').optional(),
   VIGIL_METRICS_ORG_LABELS: flag,
@@ -103,6 +104,8 @@ export interface Config {
   checkpointSeconds: number;
   /** Memory for the Merkle trees' stripe cache (levels 0–3, read by proofs), in bytes (VIGIL_TREE_CACHE_MB). */
   treeCacheBytes: number;
+  /** Writes are refused (503) while the data dir's disk has less free than this, in bytes (VIGIL_MIN_FREE_MB; 0: never). */
+  minFreeBytes: number;
   /** VIGIL_STRICT_AUDIT: audit routes need an audit:read or admin key (least privilege), not any key. */
   strictAudit: boolean;
   /**
@@ -176,6 +179,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     logLevel: e.VIGIL_LOG_LEVEL,
     checkpointSeconds: e.VIGIL_CHECKPOINT_SECONDS,
     treeCacheBytes: e.VIGIL_TREE_CACHE_MB * 1024 * 1024,
+    minFreeBytes: Math.round(e.VIGIL_MIN_FREE_MB * 1024 * 1024),
     strictAudit: e.VIGIL_STRICT_AUDIT,
     metrics: e.VIGIL_METRICS_TOKEN === undefined ? null : { token: e.VIGIL_METRICS_TOKEN, orgLabels: e.VIGIL_METRICS_ORG_LABELS },
     logKeyPath: e.VIGIL_LOG_KEY,

@@ -104,7 +104,7 @@ async function start(config: Config, log: Logger, options: RuntimeOptions, lock:
   const now = (): number => Date.now();
   // In cluster mode the data dir is a replica of the stream, rebuilt from it if lost: its commits
   // need not wait for fsync (a 200 rests on the stream's quorum, not on this disk).
-  const store = openLmdb(config.dataDir, config.cluster === undefined ? config.durability : 'process');
+  const store = openLmdb(config.dataDir, config.cluster === undefined ? config.durability : 'process', { minFreeBytes: config.minFreeBytes });
   opened.push(() => store.close());
 
   // This node's ledger: in embedded mode the system of record, in cluster mode a replica of the

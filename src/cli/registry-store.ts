@@ -28,7 +28,7 @@ export async function openCliRegistry(config: Config, log: Logger, options: { ex
     if (options.existing === true && !existsSync(join(config.dataDir, 'data.mdb'))) {
       throw new VigilError('not_found', `no Vigil data in ${config.dataDir} (set VIGIL_DATA_DIR to the server's data dir)`);
     }
-    const stores = openLmdb(config.dataDir, config.durability);
+    const stores = openLmdb(config.dataDir, config.durability, { minFreeBytes: config.minFreeBytes });
     return { store: stores.registry, close: () => stores.close() };
   }
   const servers = config.cluster.servers;

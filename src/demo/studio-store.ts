@@ -1,6 +1,5 @@
 import type { Database, Key } from 'lmdb';
 import type { StudioAgent } from './studio-agent.js';
-import { storeWrite } from '../store/write-failure.js';
 
 /**
  * Where studio agents are kept, per org. Reads see every write of this store that has resolved
@@ -15,10 +14,11 @@ export interface StudioAgentStore {
   put(org: string, agent: StudioAgent): Promise<void>;
 }
 
-/** What the LMDB adapter needs of the environment (LmdbEnv): a named table and its durability barrier. */
+/** What the LMDB adapter needs of the environment (LmdbEnv): a named table, its writes (the free-space floor) and its durability barrier. */
 export interface TableHost {
   table<K extends Key, V>(name: string): Database<V, K>;
   flushed(): Promise<void>;
+  write<T>(start: () => PromiseLike<T>): Promise<T>;
 }
 
 /**
@@ -44,7 +44,7 @@ export class LmdbStudioAgentStore implements StudioAgentStore {
   }
 
   async put(org: string, agent: StudioAgent): Promise<void> {
-    await storeWrite(this.db.put([org, agent.agent_id], agent));
+    await this.host.write(() => this.db.put([org, agent.agent_id], agent));
     await this.host.flushed();
   }
 }

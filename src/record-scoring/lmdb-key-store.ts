@@ -1,7 +1,6 @@
 import type { Database } from 'lmdb';
 import type { LmdbEnv } from '../store/lmdb-env.js';
 import type { IssueOutcome, ScoringKeyRecord, ScoringKeyStore, UseOutcome } from './key-store.js';
-import { storeWrite } from '../store/write-failure.js';
 
 /**
  * LMDB adapter of ScoringKeyStore: two named tables of the service's environment, keys by hash and
@@ -23,7 +22,7 @@ export class LmdbScoringKeyStore implements ScoringKeyStore {
   }
 
   async issue(key: ScoringKeyRecord): Promise<IssueOutcome> {
-    const outcome = await storeWrite(this.keys.transaction((): IssueOutcome => {
+    const outcome = await this.store.write(() => this.keys.transaction((): IssueOutcome => {
       if (this.emails.get(key.email) !== undefined) return { ok: false, reason: 'email_taken' };
       void this.emails.put(key.email, key.hash);
       void this.keys.put(key.hash, key);
@@ -34,7 +33,7 @@ export class LmdbScoringKeyStore implements ScoringKeyStore {
   }
 
   async use(hash: string): Promise<UseOutcome> {
-    const outcome = await storeWrite(this.keys.transaction((): UseOutcome => {
+    const outcome = await this.store.write(() => this.keys.transaction((): UseOutcome => {
       const key = this.keys.get(hash);
       if (key === undefined) return { ok: false, reason: 'unknown_key' };
       if (key.used >= key.limit) return { ok: false, reason: 'exhausted' };

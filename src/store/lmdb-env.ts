@@ -1,5 +1,6 @@
 import { mkdirSync } from 'node:fs';
 import { open, type Database, type Key, type RootDatabase } from 'lmdb';
+import { FreeSpaceFloor } from './free-space.js';
 import { storeWrite } from './write-failure.js';
 
 export type Durability = 'sync' | 'process';
@@ -14,13 +15,16 @@ export class LmdbEnv {
   /** What each adapter opens in the environment, run again when it is reopened. */
   private readonly openers: ((root: RootDatabase) => void)[] = [];
   readonly readOnly: boolean;
+  /** Writes are refused while the data dir's disk has less free (VIGIL_MIN_FREE_MB; none when 0). */
+  private readonly floor: FreeSpaceFloor;
 
   constructor(
     readonly dir: string,
     readonly durability: Durability = 'sync',
-    options: { readOnly?: boolean } = {},
+    options: { readOnly?: boolean; minFreeBytes?: number } = {},
   ) {
     this.readOnly = options.readOnly === true;
+    this.floor = new FreeSpaceFloor(dir, options.minFreeBytes ?? 0);
     if (!this.readOnly) mkdirSync(dir, { recursive: true });
     this.openRoot();
   }
@@ -48,6 +52,17 @@ export class LmdbEnv {
    */
   table<K extends Key, V>(name: string): Database<V, K> {
     return this.root.openDB<V, K>({ name });
+  }
+
+  /**
+   * Starts a write of an adapter (`start` returns lmdb-js's promise of it) unless the disk is below
+   * the free-space floor, which refuses it before LMDB sees it (see FreeSpaceFloor); a failed write
+   * is a retryable refusal too (see storeWrite). The floor is checked when this is called, so
+   * writes started in turn are checked in turn.
+   */
+  async write<T>(start: () => PromiseLike<T>): Promise<T> {
+    this.floor.check();
+    return storeWrite(start());
   }
 
   /** Resolves once everything written so far is durable (as the durability mode says). */

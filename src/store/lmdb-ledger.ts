@@ -68,18 +68,23 @@ export class LmdbLedger implements LedgerReader {
     const last = rows[rows.length - 1];
     if (last === undefined) return true;
     // The fence lives in the write transaction: the org's tail version must still be the expected
-    // last seq. No JavaScript runs on commit.
+    // last seq. No JavaScript runs on commit. Below the free-space floor it is refused before it is
+    // queued, in the order commits are made (a later one then fails its fence, as after any refusal).
     const fence = expectedLastSeq === 0 ? (null as unknown as number) : expectedLastSeq; // null: no tail yet
-    const commit = this.tails.ifVersion(org, fence, () => {
-      for (const r of rows) {
-        void this.ledger.put([org, r.seq], encodeRow(r));
-        const key = idempotencyKeyOf(r);
-        if (key !== undefined) void this.keys.put([org, key], r.seq);
-      }
-      void this.tails.put(org, last.seq, last.seq);
-    }) as Promise<boolean> & { flushed?: PromiseLike<unknown> };
-    const flushed = commit.flushed;
-    if (!(await storeWrite(commit))) return false;
+    let flushed: PromiseLike<unknown> | undefined;
+    const written = this.env.write(() => {
+      const commit = this.tails.ifVersion(org, fence, () => {
+        for (const r of rows) {
+          void this.ledger.put([org, r.seq], encodeRow(r));
+          const key = idempotencyKeyOf(r);
+          if (key !== undefined) void this.keys.put([org, key], r.seq);
+        }
+        void this.tails.put(org, last.seq, last.seq);
+      }) as Promise<boolean> & { flushed?: PromiseLike<unknown> };
+      flushed = commit.flushed;
+      return commit;
+    });
+    if (!(await written)) return false;
     if (this.env.durability === 'sync') await storeWrite(flushed ?? this.env.flushed());
     return true;
   }

@@ -1,7 +1,6 @@
 import type { Database } from 'lmdb';
 import type { LmdbEnv } from './lmdb-env.js';
 import type { KeyRecord, OrgRecord, RegistryStore } from './registry-store.js';
-import { storeWrite } from './write-failure.js';
 
 const MAX_DECODED_KEYS = 10_000;
 
@@ -31,7 +30,7 @@ export class LmdbRegistryStore implements RegistryStore {
   }
 
   async putOrg(org: OrgRecord): Promise<void> {
-    await storeWrite(this.orgs.put(org.slug, org));
+    await this.env.write(() => this.orgs.put(org.slug, org));
     await this.env.flushed();
   }
 
@@ -55,7 +54,7 @@ export class LmdbRegistryStore implements RegistryStore {
   }
 
   async putKey(key: KeyRecord): Promise<void> {
-    await storeWrite(this.keys.put(key.hash, key));
+    await this.env.write(() => this.keys.put(key.hash, key));
     await this.env.flushed();
   }
 
@@ -69,7 +68,7 @@ export class LmdbRegistryStore implements RegistryStore {
 
   async putKeyUses(uses: readonly { id: string; at: string }[]): Promise<void> {
     if (uses.length === 0) return;
-    await storeWrite(
+    await this.env.write(() =>
       this.uses.transaction(() => {
         for (const { id, at } of uses) if ((this.uses.get(id) ?? '') < at) void this.uses.put(id, at);
       }),

@@ -1,7 +1,6 @@
 import type { Database } from 'lmdb';
 import type { LmdbEnv } from './lmdb-env.js';
 import type { Snapshot, SnapshotStore } from './snapshot-store.js';
-import { storeWrite } from './write-failure.js';
 
 /** LMDB adapter of SnapshotStore: the `snapshots` table, keyed `<consumer>\0<org>`. */
 export class LmdbSnapshotStore implements SnapshotStore {
@@ -16,7 +15,7 @@ export class LmdbSnapshotStore implements SnapshotStore {
   }
 
   async putSnapshot(name: string, org: string, snapshot: Snapshot): Promise<void> {
-    await storeWrite(this.snapshots.put(`${name}\u0000${org}`, snapshot));
+    await this.env.write(() => this.snapshots.put(`${name}\u0000${org}`, snapshot));
     await this.env.flushed();
   }
 

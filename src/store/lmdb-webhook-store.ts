@@ -1,7 +1,6 @@
 import type { Database, RootDatabase } from 'lmdb';
 import type { LmdbEnv } from './lmdb-env.js';
 import { deliveryMonth, isBilledDelivery, type DeliveriesWrite, type DeliveryRecord, type WebhookPut, type WebhookRecord, type WebhookStore } from './webhook-store.js';
-import { storeWrite } from './write-failure.js';
 
 const STORED: WebhookPut = { ok: true };
 const ALL_STORED: DeliveriesWrite = { refused: [] };
@@ -62,13 +61,13 @@ export class LmdbWebhookStore implements WebhookStore {
 
   /** Never a conflict: the one process serving the data dir is its only writer (WebhookRegistry picks ids). */
   async putWebhook(webhook: WebhookRecord): Promise<WebhookPut> {
-    await storeWrite(this.webhooks.put([webhook.org, webhook.id], webhook));
+    await this.env.write(() => this.webhooks.put([webhook.org, webhook.id], webhook));
     await this.env.flushed();
     return STORED;
   }
 
   async putDeliveries(deliveries: readonly DeliveryRecord[], cursors?: ReadonlyMap<string, number>): Promise<DeliveriesWrite> {
-    await storeWrite(this.root.transaction(() => {
+    await this.env.write(() => this.root.transaction(() => {
       for (const d of deliveries) {
         const key: DeliveryKey = [d.org, d.webhook_id, d.id];
         // Read in the write transaction, so the counter moves exactly when billability does.

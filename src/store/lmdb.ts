@@ -18,7 +18,7 @@ export interface LmdbStores {
 }
 
 /** Opens (creating if need be) the LMDB environment of `dir` and its adapters. */
-export function openLmdb(dir: string, durability: Durability = 'sync', options: { readOnly?: boolean } = {}): LmdbStores {
+export function openLmdb(dir: string, durability: Durability = 'sync', options: { readOnly?: boolean; minFreeBytes?: number } = {}): LmdbStores {
   const env = new LmdbEnv(dir, durability, options);
   return {
     env,

@@ -25,10 +25,12 @@ describe.skipIf(!mounted.ok)('a full disk', () => {
     const dataDir = join(mountPoint, 'data');
     mkdirSync(dataDir);
     // A paid plan, so the free plan's monthly quota is not what refuses.
-    const env = { VIGIL_DATA_DIR: dataDir };
+    // A free-space floor below the 24 MiB tmpfs (the default's 64 MB would refuse every write on
+    // it): the filled disk is refused by it, before LMDB finds the disk full (see FreeSpaceFloor).
+    const env = { VIGIL_DATA_DIR: dataDir, VIGIL_MIN_FREE_MB: '1' };
     expect((await runCli(['keys', 'create', '--org', 'acme', '--scopes', 'admin'], env)).code).toBe(0);
     expect((await runCli(['orgs', 'set-plan', '--org', 'acme', '--plan', 'scale'], env)).code).toBe(0);
-    server = await spawnServer(dataDir);
+    server = await spawnServer(dataDir, env);
     const { url } = server;
     expect((await call(url, 'POST', '/agents/', { body: { agent_id: 'a', name: 'A' } })).status).toBe(201);
 
@@ -66,7 +68,7 @@ describe.skipIf(!mounted.ok)('a full disk', () => {
 
     server.child.kill('SIGKILL');
     await server.exited;
-    server = await spawnServer(dataDir);
+    server = await spawnServer(dataDir, env);
     const exported = (await call(server.url, 'GET', '/audit/export')).text.trim().split('\n').map((l) => JSON.parse(l));
     const recorded = exported.filter((r) => r.kind === 'event').map((r) => r.body.event_id);
     for (const id of acked) expect(recorded).toContain(id);

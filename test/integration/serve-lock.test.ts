@@ -120,11 +120,13 @@ describe('the lock on a full disk', () => {
     }
     const dir = join(mountPoint, 'data');
     try {
-      const killed = await spawnServer(dir);
+      // A floor below the 24 MiB tmpfs (the default's 64 MB would refuse every write on it).
+      const floor = { VIGIL_MIN_FREE_MB: '1' };
+      const killed = await spawnServer(dir, floor);
       killed.child.kill('SIGKILL');
       await killed.exited;
       fillDisk(join(mountPoint, 'filler'));
-      const next = await spawnServer(dir);
+      const next = await spawnServer(dir, floor);
       try {
         expect(lockPid(dir)).toBe(next.child.pid);
         expect((await call(next.url, 'GET', '/orgs/me')).status).toBe(200);

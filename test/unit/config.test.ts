@@ -20,6 +20,7 @@ describe('loadConfig', () => {
       streamMaxFrames: 64,
       streamIdleSeconds: 120,
       treeCacheBytes: 128 * 1024 * 1024,
+      minFreeBytes: 64 * 1024 * 1024,
       strictAudit: false,
       metrics: null,
       cluster: undefined,
@@ -49,6 +50,7 @@ describe('loadConfig', () => {
       VIGIL_DEMO: 'true',
       VIGIL_WEBHOOK_ALLOW_PRIVATE: '1',
       VIGIL_TREE_CACHE_MB: '0',
+      VIGIL_MIN_FREE_MB: '0.5',
       VIGIL_STRICT_AUDIT: '1',
     });
     expect(config).toMatchObject({
@@ -61,6 +63,7 @@ describe('loadConfig', () => {
       demo: true,
       webhookAllowPrivate: true,
       treeCacheBytes: 0,
+      minFreeBytes: 512 * 1024,
       strictAudit: true,
       baseUrl: 'http://0.0.0.0:9090',
     });
@@ -134,6 +137,8 @@ describe('loadConfig', () => {
       { VIGIL_STREAM_IDLE_SECONDS: '1000' },
       { VIGIL_TREE_CACHE_MB: '-1' },
       { VIGIL_TREE_CACHE_MB: '1.5' },
+      { VIGIL_MIN_FREE_MB: '-1' },
+      { VIGIL_MIN_FREE_MB: 'lots' },
     ]) {
       expect(() => loadConfig(env), JSON.stringify(env)).toThrow(ConfigError);
     }

@@ -1,0 +1,41 @@
+import { describe, expect, it } from 'vitest';
+import { VigilError } from '../../src/errors.js';
+import { FreeSpaceFloor } from '../../src/store/free-space.js';
+
+describe('the free-space floor', () => {
+  const MB = 1024 * 1024;
+
+  it('refuses below the floor with a retryable 503, reading the disk at most every 50 ms', () => {
+    let free = 100 * MB;
+    let now = 0;
+    let reads = 0;
+    const floor = new FreeSpaceFloor('/data', 64 * MB, () => (reads++, free), () => now);
+    floor.check();
+    free = 10 * MB;
+    now = 49;
+    floor.check(); // the reading of t=0 still stands
+    expect(reads).toBe(1);
+    now = 50;
+    let refusal: unknown;
+    try {
+      floor.check();
+    } catch (error) {
+      refusal = error;
+    }
+    expect(reads).toBe(2);
+    expect(refusal).toBeInstanceOf(VigilError);
+    expect((refusal as VigilError).code).toBe('unavailable');
+    expect((refusal as VigilError).retryAfterSeconds).toBe(1);
+    expect((refusal as VigilError).message).toMatch(/less than 64 MB free \(VIGIL_MIN_FREE_MB\); nothing was recorded, retry/);
+    free = 64 * MB;
+    now = 100;
+    expect(() => floor.check()).not.toThrow();
+  });
+
+  it('never reads the disk with a floor of 0', () => {
+    const floor = new FreeSpaceFloor('/data', 0, () => {
+      throw new Error('read');
+    });
+    expect(() => floor.check()).not.toThrow();
+  });
+});
