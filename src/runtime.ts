@@ -12,7 +12,7 @@ import { UsageMeter } from './actors/usage-meter.js';
 import { LogCheckpoints } from './actors/log-checkpoints.js';
 import { MerkleTrees } from './actors/merkle-trees.js';
 import { loadLogKey, loadLogOrigin } from './services/log-key.js';
-import { LmdbMerkleStore } from './store/lmdb-merkle-store.js';
+import { dropLedgerEnvStripes, openMerkleStore } from './store/lmdb-merkle-store.js';
 import { WebhookRegistry } from './services/webhook-registry.js';
 import { blockingLimit, writerLimits } from './domain/billing.js';
 import { LocalCommandRouter } from './bus/local-router.js';
@@ -188,7 +188,11 @@ async function start(config: Config, log: Logger, options: RuntimeOptions, lock:
     log,
   });
   opened.push(() => deliveries.close());
-  const merkleStore = new LmdbMerkleStore(store.env);
+  await dropLedgerEnvStripes(store.env).then(
+    (dropped) => dropped && log.info({}, 'the Merkle trees\' stripes moved to an environment of their own: the old table is dropped, and the trees rebuilt from the ledger'),
+    (error: unknown) => log.warn({ err: ensureError(error) }, 'the Merkle trees\' old table in the ledger\'s environment could not be dropped (a full disk?); dropped on a later start'),
+  );
+  const merkleStore = openMerkleStore(config.dataDir, log, { minFreeBytes: config.minFreeBytes });
   opened.push(() => merkleStore.close());
   const trees = new MerkleTrees(merkleStore, store.ledger, log, { cacheBytes: config.treeCacheBytes, sha256Nodes: nativeSha256Nodes });
   opened.push(() => trees.close());
@@ -320,7 +324,7 @@ async function start(config: Config, log: Logger, options: RuntimeOptions, lock:
         else await commands.close();
         await local.close();
         await trees.close();
-        merkleStore.close();
+        await merkleStore.close();
         await store.close();
       } finally {
         lock.release();

@@ -60,19 +60,41 @@ export class MerkleTrees {
 
   /**
    * The org's tree, resumed from storage the first time it is asked for. Stored stripes it cannot
-   * resume from (missing or short) are dropped and the tree rebuilt from the ledger.
+   * resume from (missing or short), or that are not this ledger's (see notOfLedger), are dropped
+   * and the tree rebuilt from the ledger.
    */
   tree(org: string): StripedTree {
-    let tree = this.trees.get(org);
-    if (tree === undefined) {
-      try {
-        tree = StripedTree.resume(this.readerOf(org), 256 * this.store.storedStripes(org));
-      } catch (error) {
-        return this.rebuild(org, ensureError(error).message);
-      }
-      this.trees.set(org, tree);
+    const held = this.trees.get(org);
+    if (held !== undefined) return held;
+    let tree: StripedTree;
+    let why: string | null;
+    try {
+      tree = StripedTree.resume(this.readerOf(org), 256 * this.store.storedStripes(org));
+      why = this.notOfLedger(org, tree);
+    } catch (error) {
+      return this.rebuild(org, ensureError(error).message);
     }
+    if (why !== null) return this.rebuild(org, why);
+    this.trees.set(org, tree);
     return tree;
+  }
+
+  /**
+   * Why stored stripes resumed are not a tree of the org's ledger, or null. The trees are kept
+   * apart from the ledger (their own environment), so the two can part: a ledger restored from a
+   * backup beside newer stripes, or another data dir's stripes copied in. Stripes of more leaves
+   * than the ledger has rows, or whose last leaf is not the hash of the ledger's row at that seq,
+   * would sign roots of records the ledger does not hold.
+   */
+  private notOfLedger(org: string, tree: StripedTree): string | null {
+    if (tree.size === 0) return null;
+    const row = this.ledger.get(org, tree.size);
+    if (row === undefined) return `the stored tree holds ${tree.size} leaves, the ledger ${this.ledger.last(org)?.seq ?? 0} rows`;
+    // Read from storage, past the stripe cache (a leaf stripe there would take a proof's room).
+    const leaf = this.store.hash(org, 0, tree.size / STRIPE_WIDTH - 1, STRIPE_WIDTH - 1);
+    if (leaf === undefined) return `stripe 0/${tree.size / STRIPE_WIDTH - 1} is missing from storage or short`;
+    if (!rowLeafHash(row).equals(leaf)) return `the stored tree's leaf ${tree.size} is not the hash of the ledger's record ${tree.size}`;
+    return null;
   }
 
   /** Reads the org's stripes: filled and not yet stored, cached, or stored. A stored stripe found missing or short starts a rebuild. */

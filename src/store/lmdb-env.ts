@@ -65,6 +65,12 @@ export class LmdbEnv {
     return storeWrite(start());
   }
 
+  /** Whether the environment has a named table `name` (their names are the keys of its main table). */
+  hasTable(name: string): boolean {
+    for (const key of this.root.getKeys()) if (key === name) return true;
+    return false;
+  }
+
   /** Resolves once everything written so far is durable (as the durability mode says). */
   async flushed(): Promise<void> {
     if (this.durability === 'sync') await storeWrite(this.root.flushed);

@@ -15,7 +15,9 @@ export interface MerkleStore {
   storedStripes(org: string): number;
   /**
    * Stores stripes (of any orgs) in one write, after deleting every stored stripe of the orgs in
-   * `drop` (a damaged tree being rebuilt); resolves once it is durable as the data dir's durability says.
+   * `drop` (a damaged tree being rebuilt); resolves once it is committed. It need not be synced to
+   * disk: stripes are derived from the ledger, and an adapter that does not sync them must tell,
+   * after a machine crash, that they may be torn (see openMerkleStore).
    */
   put(stripes: readonly { org: string; stripe: Stripe }[], drop?: readonly string[]): Promise<void>;
 }

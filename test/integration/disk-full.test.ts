@@ -1,7 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it, onTestFailed } from 'vitest';
 import { cannotRun, fillDisk, mountTmpfs } from '../support/faults.js';
 import { call, removeDir, runCli, spawnServer, tempDir, type ServerProcess } from '../support/server.js';
 
@@ -31,6 +31,8 @@ describe.skipIf(!mounted.ok)('a full disk', () => {
     expect((await runCli(['keys', 'create', '--org', 'acme', '--scopes', 'admin'], env)).code).toBe(0);
     expect((await runCli(['orgs', 'set-plan', '--org', 'acme', '--plan', 'scale'], env)).code).toBe(0);
     server = await spawnServer(dataDir, env);
+    // A crash is otherwise only a closed socket: what the server said last.
+    onTestFailed(() => console.log(`the server's output:\n${server?.output().slice(-4000)}`));
     const { url } = server;
     expect((await call(url, 'POST', '/agents/', { body: { agent_id: 'a', name: 'A' } })).status).toBe(201);
 

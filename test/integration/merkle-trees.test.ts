@@ -1,11 +1,12 @@
-import { rmSync } from 'node:fs';
-import type { Database } from 'lmdb';
+import { cpSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { open as lmdbOpen } from 'lmdb';
 import { afterEach, describe, expect, it } from 'vitest';
 import { MerkleTrees } from '../../src/actors/merkle-trees.js';
 import { GENESIS_HASH, leafInput, makeRow, type LedgerRow } from '../../src/domain/ledger.js';
 import { consistencyProof, inclusionProof, leafHash, MemoryTree, rootAt } from '../../src/domain/merkle.js';
 import { openLmdb, type LmdbStores } from '../../src/store/lmdb.js';
-import { LmdbMerkleStore } from '../../src/store/lmdb-merkle-store.js';
+import { MERKLE_DIR, openMerkleStore, type LmdbMerkleStore } from '../../src/store/lmdb-merkle-store.js';
 import { inclusionBody } from '../../src/http/routes/inclusion-body.js';
 import type { MerkleStore } from '../../src/store/merkle-store.js';
 import { captureLogger, silentLogger, type LogLine } from '../support/logs.js';
@@ -46,14 +47,30 @@ function over(lmdb: LmdbMerkleStore, replaced: Partial<MerkleStore>): MerkleStor
   };
 }
 
-async function commit(stores: LmdbStores, org: string, rows: readonly LedgerRow[], batch = 1000): Promise<void> {
+async function commit(stores: Stores, org: string, rows: readonly LedgerRow[], batch = 1000): Promise<void> {
   for (let i = 0; i < rows.length; i += batch) expect(await stores.ledger.commit(org, rows.slice(i, i + batch), rows[i]!.seq - 1)).toBe(true);
 }
 
-function open(): { dir: string; stores: LmdbStores } {
+/** A data dir's ledger environment and the trees' own; closing closes both. */
+type Stores = LmdbStores & { merkle: LmdbMerkleStore };
+
+function reopen(dir: string): Stores {
+  const stores = openLmdb(dir);
+  const merkle = openMerkleStore(dir, silentLogger());
+  return {
+    ...stores,
+    merkle,
+    close: async () => {
+      await merkle.close();
+      await stores.close();
+    },
+  };
+}
+
+function open(): { dir: string; stores: Stores } {
   const dir = tempDir('vigil-merkle-');
   dirs.push(dir);
-  return { dir, stores: openLmdb(dir) };
+  return { dir, stores: reopen(dir) };
 }
 
 describe('Merkle trees of orgs, stored in LMDB', () => {
@@ -62,7 +79,7 @@ describe('Merkle trees of orgs, stored in LMDB', () => {
     const [acme, beta] = [ledger(20_000), ledger(700, 'b')];
     await commit(first, 'acme', acme.slice(0, 15_000));
     await commit(first, 'beta', beta);
-    let trees = new MerkleTrees(new LmdbMerkleStore(first.env), first.ledger, silentLogger());
+    let trees = new MerkleTrees(first.merkle, first.ledger, silentLogger());
     for (let i = 0; i < 15_000; i += 250) trees.onCommitted('acme', acme.slice(i, i + 250));
     trees.onCommitted('beta', beta);
     trees.onCommitted('acme', acme.slice(0, 10)); // rows it holds already: skipped
@@ -70,9 +87,9 @@ describe('Merkle trees of orgs, stored in LMDB', () => {
     expect(rootAt(trees.tree('acme')).equals(rootAt(reference(acme.slice(0, 15_000))))).toBe(true);
     await first.close();
 
-    const stores = openLmdb(dir);
+    const stores = reopen(dir);
     await commit(stores, 'acme', acme.slice(15_000));
-    trees = new MerkleTrees(new LmdbMerkleStore(stores.env), stores.ledger, silentLogger());
+    trees = new MerkleTrees(stores.merkle, stores.ledger, silentLogger());
     // Stored: whole stripes of 256 leaves; the rest is read from the ledger.
     expect(trees.size('acme')).toBe(Math.floor(15_000 / 256) * 256);
     expect(trees.size('beta')).toBe(512);
@@ -94,15 +111,15 @@ describe('Merkle trees of orgs, stored in LMDB', () => {
     const [acme, beta] = [ledger(4_096), ledger(4_096, 'b')];
     await commit(first, 'acme', acme);
     await commit(first, 'beta', beta);
-    const trees = new MerkleTrees(new LmdbMerkleStore(first.env), first.ledger, silentLogger());
+    const trees = new MerkleTrees(first.merkle, first.ledger, silentLogger());
     trees.onCommitted('acme', acme);
     trees.onCommitted('beta', beta);
     await trees.settled();
     await first.close();
     const expected = { acme: reference(acme), beta: reference(beta) };
     for (const cacheBytes of [2 * 8192, 0, 64 * 1024 * 1024]) {
-      const stores = openLmdb(dir);
-      const resumed = new MerkleTrees(new LmdbMerkleStore(stores.env), stores.ledger, silentLogger(), { cacheBytes });
+      const stores = reopen(dir);
+      const resumed = new MerkleTrees(stores.merkle, stores.ledger, silentLogger(), { cacheBytes });
       // Both orgs in turn, so a stripe (or pair) read last for one org is never taken for the other's.
       for (let m = 0; m < 4_096; m += 3) {
         for (const org of ['acme', 'beta'] as const) {
@@ -122,7 +139,7 @@ describe('Merkle trees of orgs, stored in LMDB', () => {
 
   it('stores live rows\' stripes together after a delay (readable meanwhile), at once when settled or closed', async () => {
     const { stores } = open();
-    const lmdb = new LmdbMerkleStore(stores.env);
+    const lmdb = stores.merkle;
     let writes = 0;
     const store = over(lmdb, { put: (stripes, drop) => (writes++, lmdb.put(stripes, drop)) });
     const rows = ledger(2_048);
@@ -146,12 +163,12 @@ describe('Merkle trees of orgs, stored in LMDB', () => {
     const { dir, stores: first } = open();
     const rows = ledger(4_096);
     await commit(first, 'acme', rows);
-    const filler = new MerkleTrees(new LmdbMerkleStore(first.env), first.ledger, silentLogger());
+    const filler = new MerkleTrees(first.merkle, first.ledger, silentLogger());
     filler.onCommitted('acme', rows);
     await filler.settled();
     await first.close();
-    const stores = openLmdb(dir);
-    const lmdb = new LmdbMerkleStore(stores.env);
+    const stores = reopen(dir);
+    const lmdb = stores.merkle;
     const reads: string[] = [];
     const store = over(lmdb, {
       stripe: (org, level, index) => (reads.push(`stripe ${level}/${index}`), lmdb.stripe(org, level, index)),
@@ -171,7 +188,7 @@ describe('Merkle trees of orgs, stored in LMDB', () => {
     const { dir, stores: first } = open();
     const rows = ledger(4_096);
     await commit(first, 'acme', rows);
-    const trees = new MerkleTrees(new LmdbMerkleStore(first.env), first.ledger, silentLogger());
+    const trees = new MerkleTrees(first.merkle, first.ledger, silentLogger());
     trees.onCommitted('acme', rows);
     await trees.settled();
     await first.close();
@@ -181,12 +198,13 @@ describe('Merkle trees of orgs, stored in LMDB', () => {
       [4, 0],
       [0, 3],
     ] as const) {
-      const stores = openLmdb(dir);
-      let table!: Database<Buffer, [string, number, number]>;
-      stores.env.attach((root) => (table = root.openDB<Buffer, [string, number, number]>({ name: 'merkle', encoding: 'binary' })));
-      expect(await table.remove(['acme', level, index])).toBe(true);
+      // Removed from the trees' environment, cleanly closed, before the data dir is opened again.
+      const raw = lmdbOpen({ path: join(dir, MERKLE_DIR) });
+      expect(await raw.openDB<Buffer, [string, number, number]>({ name: 'merkle', encoding: 'binary' }).remove(['acme', level, index])).toBe(true);
+      await raw.close();
+      const stores = reopen(dir);
       const lines: LogLine[] = [];
-      const resumed = new MerkleTrees(new LmdbMerkleStore(stores.env), stores.ledger, captureLogger(lines));
+      const resumed = new MerkleTrees(stores.merkle, stores.ledger, captureLogger(lines));
       const tree = resumed.tree('acme');
       if (level === 0) {
         expect(() => inclusionProof(tree, 800)).toThrow(/stripe 0\/3 .* missing/);
@@ -200,7 +218,40 @@ describe('Merkle trees of orgs, stored in LMDB', () => {
       expect(rebuilt.size).toBe(4_096);
       expect(rootAt(rebuilt).equals(rootAt(full))).toBe(true);
       for (const m of [0, 800, 4_095]) expect(inclusionProof(rebuilt, m)).toEqual(inclusionProof(full, m));
-      expect(table.get(['acme', level, index])?.equals(Buffer.concat(Array.from({ length: 256 }, (_, i) => full.node(level, index * 256 + i)))), 'the stripe is stored again').toBe(true);
+      expect(stores.merkle.stripe('acme', level, index)?.equals(Buffer.concat(Array.from({ length: 256 }, (_, i) => full.node(level, index * 256 + i)))), 'the stripe is stored again').toBe(true);
+      await stores.close();
+    }
+  });
+
+  it('drops stored stripes that are not its ledger\'s (a ledger restored from a backup, another ledger\'s stripes) and rebuilds from the ledger', async () => {
+    // Stripes of 1,024 leaves of a ledger, stored in a data dir of their own, then copied beside another ledger.
+    const { dir: source, stores: filler } = open();
+    const [rows, other] = [ledger(1_024), ledger(1_024, 'b')];
+    await commit(filler, 'acme', rows);
+    const trees = new MerkleTrees(filler.merkle, filler.ledger, silentLogger());
+    trees.onCommitted('acme', rows);
+    await trees.settled();
+    await filler.close();
+    for (const [what, ledgerRows, why] of [
+      ['a ledger of 700 rows (restored from a backup)', rows.slice(0, 700), /holds 1024 leaves, the ledger 700 rows/],
+      ['another ledger of as many rows', other, /leaf 1024 is not the hash of the ledger's record 1024/],
+    ] as const) {
+      const { dir, stores: first } = open();
+      await commit(first, 'acme', ledgerRows);
+      await first.close();
+      rmSync(join(dir, MERKLE_DIR), { recursive: true });
+      cpSync(join(source, MERKLE_DIR), join(dir, MERKLE_DIR), { recursive: true });
+      const stores = reopen(dir);
+      expect(stores.merkle.storedStripes('acme'), what).toBe(4);
+      const lines: LogLine[] = [];
+      const resumed = new MerkleTrees(stores.merkle, stores.ledger, captureLogger(lines));
+      resumed.tree('acme');
+      expect(resumed.catchingUp('acme'), what).toBe(true);
+      expect(String(lines.find((l) => l.msg.includes('stored stripes are damaged'))?.fields?.['error'])).toMatch(why);
+      await resumed.catchUpAll();
+      await resumed.settled();
+      expect(rootAt(resumed.tree('acme')).equals(rootAt(reference(ledgerRows))), what).toBe(true);
+      expect(stores.merkle.storedStripes('acme')).toBe(Math.floor(ledgerRows.length / 256));
       await stores.close();
     }
   });
@@ -209,7 +260,7 @@ describe('Merkle trees of orgs, stored in LMDB', () => {
     const { stores } = open();
     const rows = ledger(3_000);
     await commit(stores, 'acme', rows.slice(0, 2_000));
-    const trees = new MerkleTrees(new LmdbMerkleStore(stores.env), stores.ledger, silentLogger());
+    const trees = new MerkleTrees(stores.merkle, stores.ledger, silentLogger());
     trees.onCommitted('acme', rows.slice(0, 100));
     trees.onCommitted('acme', rows.slice(1_000, 2_000)); // rows 101..1000 were never given
     // The catch-up has read its first chunk and waits for its stripes' write: it is under way.
@@ -227,7 +278,7 @@ describe('Merkle trees of orgs, stored in LMDB', () => {
 
   it('keeps stripes whose write failed readable until a later write stores them', async () => {
     const { stores } = open();
-    const lmdb = new LmdbMerkleStore(stores.env);
+    const lmdb = stores.merkle;
     let failing = true;
     const store = over(lmdb, { put: (stripes) => (failing ? Promise.reject(new Error('disk full')) : lmdb.put(stripes)) });
     const lines: LogLine[] = [];

@@ -1,5 +1,5 @@
 import { createPrivateKey, generateKeyPairSync } from 'node:crypto';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { canonicalize } from '../../src/domain/jcs.js';
@@ -8,6 +8,8 @@ import { leafHash, MemoryTree, rootAt } from '../../src/domain/merkle.js';
 import { verifyConsistency, verifyInclusion } from '../../src/domain/merkle-verify.js';
 import { noteKey, openNote, parseCheckpoint, parseVerifierKey, rawPublicKey, type Checkpoint } from '../../src/domain/signed-note.js';
 import { LOG_KEY_FILE, LOG_ORIGIN_FILE } from '../../src/services/log-key.js';
+import { MERKLE_DIR } from '../../src/store/lmdb-merkle-store.js';
+import { rfcInclusion, rfcLeafHash, rfcRoot } from '../support/rfc9162.js';
 import { call, parseLines, removeDir, startServer, tempDir, type TestServer } from '../support/server.js';
 
 // DESIGN §10 over real HTTP, embedded mode: the org's signed checkpoint, inclusion and consistency
@@ -187,6 +189,72 @@ describe('transparency log over HTTP (embedded)', () => {
     const res = await call(server.url, 'GET', '/audit/proof/consistency?from=301&to=341');
     expect(verifyConsistency(301, 341, before.root, after.root, res.body.hashes.map(hex))).toBe(true);
     expect(after.root.equals(rootAt(await treeFromExport(server.url)))).toBe(true);
+  });
+});
+
+describe('every inclusion proof of a 1,000-record ledger, as served (an independent RFC 9162 verifier)', () => {
+  const dir = tempDir();
+  let server: TestServer;
+  beforeAll(async () => {
+    server = await startServer({}, dir);
+    await call(server.url, 'POST', '/agents/', { body: { agent_id: 'a', name: 'A' } });
+    await ingest(server.url, 999);
+  });
+  afterAll(async () => {
+    await server.close();
+    removeDir(dir);
+  });
+
+  it('verifies each record\'s proof against the signed root, the root computed from the export by RFC 9162 §2.1.1; each proof changed is rejected', async () => {
+    const checkpoint = await checkpointOf(server, 1000);
+    // The leaf inputs as an auditor makes them from the export (the bytes content_hash covers).
+    const inputs = parseLines((await call(server.url, 'GET', '/audit/export')).text).map((r) =>
+      leafInput({ seq: r.seq, kind: r.kind, recordedAt: r.recorded_at, agentId: r.agent_id, bodyJson: canonicalize(r.body) }),
+    );
+    expect(inputs).toHaveLength(1000);
+    expect(rfcRoot(inputs).equals(checkpoint.root), 'the signed root is the export\'s').toBe(true);
+    let [changed, rejected] = [0, 0];
+    for (let seq = 1; seq <= 1000; seq++) {
+      const res = await call(server.url, 'GET', `/audit/proof/inclusion?seq=${seq}`);
+      expect(res.status).toBe(200);
+      const leaf = rfcLeafHash(inputs[seq - 1]!);
+      expect(res.body.leaf_hash, `seq ${seq}`).toBe(leaf.toString('hex'));
+      const path = (res.body.hashes as string[]).map(hex);
+      expect(rfcInclusion(seq - 1, 1000, leaf, path, checkpoint.root), `seq ${seq}`).toBe(true);
+      // Each hash changed in turn, one dropped, one added, and another leaf: all rejected.
+      for (let i = 0; i < path.length; i++) {
+        const bad = path.map((h) => Buffer.from(h));
+        bad[i]!.writeUInt8(bad[i]![i % 32]! ^ 0x01, i % 32);
+        changed++;
+        if (!rfcInclusion(seq - 1, 1000, leaf, bad, checkpoint.root)) rejected++;
+      }
+      expect(rfcInclusion(seq - 1, 1000, leaf, path.slice(1), checkpoint.root)).toBe(false);
+      expect(rfcInclusion(seq - 1, 1000, leaf, [...path, leaf], checkpoint.root)).toBe(false);
+      expect(rfcInclusion(seq - 1, 1000, rfcLeafHash(inputs[seq % 1000]!), path, checkpoint.root)).toBe(false);
+      expect(rfcInclusion(seq % 1000, 1000, leaf, path, checkpoint.root)).toBe(false);
+    }
+    expect(changed).toBeGreaterThan(9_000); // about ten hashes a proof
+    expect(rejected).toBe(changed);
+  });
+
+  it('serves the same root and proofs after a restart whose trees\' environment is found torn (a machine restart) or deleted: rebuilt from the ledger', async () => {
+    const before = await checkpointOf(server, 1000);
+    const merkleDir = join(server.dataDir, MERKLE_DIR);
+    for (const damage of [
+      () => writeFileSync(join(merkleDir, 'state.json'), JSON.stringify({ boot: 'another boot', open: true })),
+      () => rmSync(merkleDir, { recursive: true }),
+    ]) {
+      await server.close();
+      expect(existsSync(join(merkleDir, 'data.mdb'))).toBe(true); // 3 stripes of 256 leaves were stored
+      damage();
+      server = await startServer({}, dir);
+      const after = await checkpointOf(server, 1000);
+      expect(after.root.equals(before.root)).toBe(true);
+      for (const seq of [1, 500, 768, 1000]) {
+        const res = await call(server.url, 'GET', `/audit/proof/inclusion?seq=${seq}`);
+        expect(rfcInclusion(seq - 1, 1000, hex(res.body.leaf_hash), res.body.hashes.map(hex), before.root), `seq ${seq}`).toBe(true);
+      }
+    }
   });
 });
 

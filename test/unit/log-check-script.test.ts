@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { checkpointText, ed25519FromSeed, noteKey, rawPublicKey, signNote, verifierKey } from '../../src/domain/signed-note.js';
@@ -50,6 +51,18 @@ describe('the page script: RFC 9162 consistency proofs (merkle-v1.json)', () => 
       }
     });
   }
+
+  it('checks proofs of logs past 2^32 records (no 32-bit arithmetic on sizes)', async () => {
+    // RFC 9162 §2.1.4 by hand, from 3·2^31 to 3·2^31 + 1 leaves (3·2^31 is no power of two, though
+    // a 32-bit mask says it is): B = MTH(D[0:2^32]), A = MTH(D[2^32:3·2^31]), L = the new leaf.
+    const node = (left: Uint8Array, right: Uint8Array): Uint8Array => new Uint8Array(createHash('sha256').update(Buffer.from([1])).update(left).update(right).digest());
+    const [a, b, l] = ['a', 'b', 'l'].map((s) => new Uint8Array(createHash('sha256').update(s).digest())) as [Uint8Array, Uint8Array, Uint8Array];
+    const from = 3 * 2 ** 31;
+    expect(await verifyConsistency(from, from + 1, node(b, a), node(b, node(a, l)), [a, l, b])).toBe(true);
+    expect(await verifyConsistency(from, from + 1, node(b, a), node(b, node(a, a)), [a, l, b])).toBe(false);
+    // From 2^32 (a power of two) to 2^32 + 1: the proof is the new leaf alone.
+    expect(await verifyConsistency(2 ** 32, 2 ** 32 + 1, b, node(b, l), [l])).toBe(true);
+  });
 
   it('reads a proof answer only for the sizes asked, with 32-byte hex hashes', () => {
     const hash = 'ab'.repeat(32);

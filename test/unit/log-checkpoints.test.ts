@@ -1,9 +1,10 @@
 import { generateKeyPairSync } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { LogCheckpoints, type PublishedCheckpoint } from '../../src/actors/log-checkpoints.js';
 import type { MerkleTrees } from '../../src/actors/merkle-trees.js';
 import { leafHash, MemoryTree } from '../../src/domain/merkle.js';
-import { noteKey, openNote, parseCheckpoint, rawPublicKey } from '../../src/domain/signed-note.js';
+import { ed25519FromSeed, noteKey, openNote, parseCheckpoint, parseVerifierKey, rawPublicKey } from '../../src/domain/signed-note.js';
 import { createLogger } from '../../src/log.js';
 
 /** Trees of `n` orgs, one leaf each, that count the trees a signer reads. */
@@ -125,5 +126,32 @@ describe('LogCheckpoints with a cluster checkpoint board', () => {
     board.held.set('org-0', { size: 3, note: theirs3.note });
     // Ours is still of size 2 (no tick yet), the board's 3: the root at 3 is not ours, so ours is served.
     expect(checkpoints.get('org-0')).toBe(own);
+  });
+});
+
+describe('LogCheckpoints against the checkpoint-v1 vector', () => {
+  const vector = JSON.parse(readFileSync(new URL('../fixtures/checkpoint-v1.json', import.meta.url), 'utf8')) as {
+    seed_hex: string;
+    vkey: string;
+    checkpoint: string;
+    receipt: { origin: string; seq: number; leaf_hash: string; recorded_at: string; signature: string };
+  };
+  const merkle = JSON.parse(readFileSync(new URL('../fixtures/merkle-v1.json', import.meta.url), 'utf8')) as { trees: { name: string; leaf_inputs_hex: string[] }[] };
+
+  it('signs the ledger-v1 tree at size 5 to the vector\'s note, its first signature byte for byte, and its receipt', () => {
+    const tree = new MemoryTree();
+    for (const input of merkle.trees.find((t) => t.name === 'ledger-v1')!.leaf_inputs_hex.slice(0, 5)) tree.append(leafHash(Buffer.from(input, 'hex')));
+    const fake = { orgs: () => ['acme'][Symbol.iterator](), catchingUp: () => false, size: () => tree.size, tree: () => tree };
+    const key = ed25519FromSeed(Buffer.from(vector.seed_hex, 'hex'));
+    const checkpoints = new LogCheckpoints(fake as unknown as MerkleTrees, key, 'vigil.example', createLogger('silent'));
+    const note = checkpoints.get('acme')!.note;
+    // The server's note is the vector's with one more line: the same key under the origin prefix.
+    expect(note.startsWith(vector.checkpoint)).toBe(true);
+    const last = note.slice(vector.checkpoint.length).split('\n');
+    expect(last).toEqual([expect.any(String), '']);
+    expect(last[0]).toMatch(/^— vigil\.example\/vigil [A-Za-z0-9+/]+=*$/);
+    expect(openNote(note, checkpoints.prefixKey)).toBe(openNote(vector.checkpoint, parseVerifierKey(vector.vkey)!));
+    const { seq, leaf_hash, recorded_at, origin, signature } = vector.receipt;
+    expect(checkpoints.receipt('acme', { seq, leaf_hash, recorded_at })).toEqual({ origin, seq, leaf_hash, recorded_at, signature });
   });
 });

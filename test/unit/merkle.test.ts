@@ -5,6 +5,7 @@ import { canonicalize } from '../../src/domain/jcs.js';
 import { GENESIS_HASH, leafInput, makeRow, type LedgerRow } from '../../src/domain/ledger.js';
 import { compactRange, consistencyProof, EMPTY_ROOT, inclusionProof, inclusionRanges, leafHash, MemoryTree, rootAt } from '../../src/domain/merkle.js';
 import { verifyConsistency, verifyInclusion } from '../../src/domain/merkle-verify.js';
+import { rfcConsistency, rfcInclusion } from '../support/rfc9162.js';
 
 // DESIGN §10 vectors (shared/vectors/merkle-v1.json, copied): made by an implementation independent
 // of this project, for the ledger-v1 records and the RFC 6962 reference leaves.
@@ -99,63 +100,8 @@ function independentConsistency(m: number, n: number, oldRoot: Buffer, newRoot: 
   return got !== null && got.used === proof.length && got.old.equals(oldRoot) && got.now.equals(newRoot);
 }
 
-// A second independent check, written here step by step from the text of RFC 9162 §2.1.3.2 and
-// §2.1.4.2 (the verification algorithms), with its own hashing and bigint shifts: it shares no code
-// with the project's verifier (src/domain/merkle-verify.ts), which it must agree with.
-const lsb = (x: bigint): boolean => (x & 1n) === 1n;
-
-function rfcInclusion(leafIndex: number, treeSize: number, hash: Buffer, inclusionPath: Buffer[], rootHash: Buffer): boolean {
-  // 1. leaf_index >= tree_size fails.
-  if (leafIndex >= treeSize || leafIndex < 0) return false;
-  // 2, 3.
-  let fn = BigInt(leafIndex);
-  let sn = BigInt(treeSize - 1);
-  let r = hash;
-  // 4.
-  for (const p of inclusionPath) {
-    if (sn === 0n) return false; // a.
-    if (lsb(fn) || fn === sn) {
-      r = node(p, r); // b.i.
-      if (!lsb(fn)) while (!lsb(fn) && fn !== 0n) [fn, sn] = [fn >> 1n, sn >> 1n]; // b.ii.
-    } else {
-      r = node(r, p);
-    }
-    [fn, sn] = [fn >> 1n, sn >> 1n]; // c.
-  }
-  // 5.
-  return sn === 0n && r.equals(rootHash);
-}
-
-function rfcConsistency(first: number, second: number, firstHash: Buffer, secondHash: Buffer, consistencyPath: Buffer[]): boolean {
-  if (first < 1 || first > second) return false;
-  // §2.1.4.1: the proof between equal sizes is empty; the roots must then be the same.
-  if (first === second) return consistencyPath.length === 0 && firstHash.equals(secondHash);
-  // 1.
-  if (consistencyPath.length === 0) return false;
-  // 2.
-  const path = (first & (first - 1)) === 0 ? [firstHash, ...consistencyPath] : consistencyPath;
-  // 3, 4.
-  let fn = BigInt(first - 1);
-  let sn = BigInt(second - 1);
-  while (lsb(fn)) [fn, sn] = [fn >> 1n, sn >> 1n];
-  // 5.
-  let fr = path[0]!;
-  let sr = path[0]!;
-  // 6.
-  for (const c of path.slice(1)) {
-    if (sn === 0n) return false; // a.
-    if (lsb(fn) || fn === sn) {
-      fr = node(c, fr); // b.i.
-      sr = node(c, sr); // b.ii.
-      if (!lsb(fn)) while (!lsb(fn) && fn !== 0n) [fn, sn] = [fn >> 1n, sn >> 1n]; // b.iii.
-    } else {
-      sr = node(sr, c);
-    }
-    [fn, sn] = [fn >> 1n, sn >> 1n]; // c.
-  }
-  // 7.
-  return fr.equals(firstHash) && sr.equals(secondHash) && sn === 0n;
-}
+// A second independent check, from the text of RFC 9162 §2.1.3.2 and §2.1.4.2 (test/support/rfc9162.ts):
+// it shares no code with the project's verifier (src/domain/merkle-verify.ts), which it must agree with.
 
 describe('RFC 9162 Merkle trees: the vectors (merkle-v1.json)', () => {
   it('has the empty tree root', () => {

@@ -107,6 +107,8 @@ export function parseCheckpoint(text) {
 // ---- RFC 9162 §2.1.4.2 consistency, as src/domain/merkle-verify.ts checks it ----
 
 const half = (n) => Math.floor(n / 2);
+/** Exact for every safe integer (a 32-bit mask would call 2^31 + 2^31·k powers of two, or not, wrongly). */
+const isPowerOfTwo = (n) => Number.isSafeInteger(n) && n >= 1 && 2 ** Math.round(Math.log2(n)) === n;
 const nodeHash = (left, right) => sha256(concat([0x01], left, right));
 
 /** Whether `proof` (hashes) shows the tree of `from` leaves (root `fromRoot`) to be a prefix of the one of `to` (root `toRoot`). */
@@ -114,7 +116,7 @@ export async function verifyConsistency(from, to, fromRoot, toRoot, proof) {
   if (!Number.isSafeInteger(from) || !Number.isSafeInteger(to) || from < 1 || from > to) return false;
   if (from === to) return proof.length === 0 && same(fromRoot, toRoot);
   if (proof.length === 0) return false;
-  const path = (from & (from - 1)) === 0 ? [fromRoot, ...proof] : [...proof];
+  const path = isPowerOfTwo(from) ? [fromRoot, ...proof] : [...proof];
   let fn = from - 1;
   let sn = to - 1;
   while (fn % 2 === 1) [fn, sn] = [half(fn), half(sn)];

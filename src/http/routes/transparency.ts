@@ -93,7 +93,12 @@ export function transparencyRoutes(deps: AppDeps, gate: PublicGate): Route[] {
           if (trees.catchingUp(org)) throw rebuilding();
           const tile = parseTilePath(ctx.url.slice(ctx.url.indexOf('/tile/') + '/tile/'.length));
           const bytes = tile === null ? undefined : trees.reading(org, () => trees.tree(org).stripeBytes(tile.level * 8, tile.index, tile.width));
-          if (bytes === undefined) return notFound(headers);
+          if (bytes === undefined) {
+            // A tile inside the checkpoint served (cluster mode: another node's, larger than this
+            // node's tree yet) exists: ask again, rather than a 404 a cache would keep.
+            if (tile !== null && tileLeaves(tile) <= (checkpoints.get(org)?.size ?? 0)) throw behind();
+            return notFound(headers);
+          }
           return { bytes, contentType: 'application/octet-stream', headers: { ...headers, 'cache-control': 'public, max-age=31536000, immutable' } };
         }),
       { url: true },
@@ -150,6 +155,11 @@ export function parseTilePath(path: string): { level: number; index: number; wid
   if (!Number.isSafeInteger(index) || (width !== null && (width < 1 || width > 255))) return null;
   const tile = { level: Number(match[1]), index, width };
   return tilePath(tile) === path ? tile : null;
+}
+
+/** The leaves a tree must hold for it to have the tile (its last hash complete). */
+export function tileLeaves(tile: { level: number; index: number; width: number | null }): number {
+  return (tile.index * 256 + (tile.width ?? 256)) * 256 ** tile.level;
 }
 
 /** The canonical path of a tile: no leading zeros in L and W, N's groups only as many as it needs. */
