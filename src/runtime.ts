@@ -219,7 +219,7 @@ async function start(config: Config, log: Logger, options: RuntimeOptions, lock:
   // In the background: trees behind their ledger (stored up to a whole stripe; none yet on a data
   // dir from before them) read the rows they lack.
   const treesStarted = performance.now();
-  if (feedTrees) void trees.catchUpAll().then(() => log.info({ ms: Math.round(performance.now() - treesStarted) }, 'Merkle trees caught up with the ledger'));
+  const treesCaughtUp = feedTrees ? trees.catchUpAll().then(() => log.info({ ms: Math.round(performance.now() - treesStarted) }, 'Merkle trees caught up with the ledger')) : null;
   if (cluster === null) commands.serve(ownerHandler(actors, deliveries), { owns: () => true });
   else cluster.serve(actors, deliveries);
   // Checkpoints now and then bound the replay after a crash; a clean stop saves them too.
@@ -260,6 +260,8 @@ async function start(config: Config, log: Logger, options: RuntimeOptions, lock:
     const origin = cluster === null ? loadLogOrigin(config.dataDir, host) : await cluster.logOrigin(host).then((agreed) => ({ host: agreed, differs: agreed !== host }));
     if (origin.differs) log.warn({ log_origin: origin.host, base_url_host: host }, 'the transparency log keeps the name it was given on first start (the log-origin file in the data dir; in cluster mode, the cluster\'s), not the base URL\'s host');
     checkpoints = new LogCheckpoints(trees, logKey, origin.host, log, cluster?.stores.checkpoints ?? null);
+    // Every org's first checkpoint signed as soon as its tree is whole, not by the first request for it.
+    void treesCaughtUp?.then(() => checkpoints?.tick());
     studio = served.demo
       ? await Studio.start({
           commands,

@@ -37,8 +37,10 @@ const SIGN_PER_TURN = 16;
 /**
  * The latest signed checkpoint of each org's tree (DESIGN §10), signed off the request path:
  * `tick`, every second, signs a new one for each org whose tree grew, so the latest covers every
- * record committed more than a second ago. An org asked for before its first tick (just started,
- * or never written) gets one signed then.
+ * record committed more than a second ago. The runtime also ticks once the trees have caught up
+ * after a start. An org asked for before any tick signed it (in the second after its first record,
+ * or never written) gets one signed then: once per org and process. In cluster mode, a larger
+ * checkpoint of another node's is signed again here the first time it is served (see adopted).
  *
  * The origin is `<host of the base URL>/vigil/<org>`. Each note carries two signatures by the one
  * log key: under the origin as its name (as the checkpoint-v1 vector does, and as C2SP tools

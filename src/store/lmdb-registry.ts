@@ -39,17 +39,21 @@ export class LmdbRegistryStore implements RegistryStore {
   }
 
   getKey(hash: string): KeyRecord | undefined {
-    const stored = this.keys.getBinary(hash);
+    // Read in place (lmdb-js's shared buffer, valid until the next read): a key is read on every
+    // authenticated request, and a copy of its bytes was a Buffer made per request.
+    const stored = this.keys.getBinaryFast(hash);
     if (stored === undefined) {
       this.decoded.delete(hash);
       return undefined;
     }
+    // The shared buffer is longer than its value: its `length` says how much is the value's.
     const seen = this.decoded.get(hash);
-    if (seen !== undefined && seen.bytes.equals(stored)) return seen.record;
+    if (seen !== undefined && seen.bytes.length === stored.length && seen.bytes.compare(stored, 0, stored.length) === 0) return seen.record;
+    const bytes = Buffer.from(stored.subarray(0, stored.length));
     const record = this.keys.get(hash);
     if (record === undefined) return undefined;
     if (this.decoded.size >= MAX_DECODED_KEYS) this.decoded.clear();
-    this.decoded.set(hash, { bytes: stored, record });
+    this.decoded.set(hash, { bytes, record });
     return record;
   }
 

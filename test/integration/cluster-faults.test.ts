@@ -3,6 +3,7 @@ import { JetStreamLedgerLog } from '../../src/nats/jetstream-ledger-log.js';
 import { partitionOf } from '../../src/nats/partition.js';
 import { silentLogger } from '../support/logs.js';
 import { natsAvailable, startNats, type NatsServers } from '../support/nats.js';
+import { rfcConsistency } from '../support/rfc9162.js';
 import { ADMIN_KEY, ORG, parseLines, removeDir, spawnServer, tempDir, type ServerProcess } from '../support/server.js';
 
 /**
@@ -71,6 +72,16 @@ async function get(url: string, path: string): Promise<{ status: number; body: a
     body = undefined;
   }
   return { status: res.status, body, text };
+}
+
+/** The size and root of the org's latest checkpoint as a node serves it (its signatures are checked elsewhere). */
+async function checkpointOf(url: string): Promise<{ size: number; root: Buffer }> {
+  let res = await get(url, '/audit/checkpoint');
+  // 503 while the node's tree catches up or its replica trails the checkpoint board.
+  for (let i = 0; i < 100 && res.status === 503; i++) res = await new Promise((r) => setTimeout(r, 100)).then(() => get(url, '/audit/checkpoint'));
+  expect(res.status).toBe(200);
+  const [, size, root] = res.text.split('\n');
+  return { size: Number(size), root: Buffer.from(root!, 'base64') };
 }
 
 async function registerBot(url: string): Promise<void> {
@@ -187,6 +198,8 @@ run('cluster mode under faults', () => {
     let alive = [a, b];
     const load = startLoad(() => alive.map((n) => n.url));
     await until('some acknowledged writes', async () => load.acked.size >= 50);
+    // The log as each node served it before the kill: what the survivor serves after must extend both.
+    const seen = [await checkpointOf(a.url), await checkpointOf(b.url)];
     owner.child.kill('SIGKILL');
     const killedAt = Date.now();
     alive = [survivor];
@@ -195,6 +208,14 @@ run('cluster mode under faults', () => {
     await load.stop();
     const firstAfter = load.ackTimes.find((t) => t > killedAt + 50) ?? NaN;
     const { rows } = await checkLedger(survivor.url, load);
+    let after = await checkpointOf(survivor.url);
+    await until('the survivor to sign a checkpoint of every row', async () => (after = await checkpointOf(survivor.url)).size === rows);
+    for (const earlier of seen) {
+      expect(earlier.size).toBeGreaterThan(0);
+      const proof = await get(survivor.url, `/audit/proof/consistency?from=${earlier.size}&to=${after.size}`);
+      expect(proof.status).toBe(200);
+      expect(rfcConsistency(earlier.size, after.size, earlier.root, after.root, proof.body.hashes.map((h: string) => Buffer.from(h, 'hex'))), `from ${earlier.size} to ${after.size}`).toBe(true);
+    }
     console.log(`failover after kill -9 of the owner: ${firstAfter - killedAt} ms to the next acknowledged write (lease ${LEASE_SECONDS} s); ${load.acked.size} acknowledged of ${load.sent} sent, ${rows} rows`);
     // Takeover comes 5/4 of a lease after the last renewal (~2 lease periods with detection); the
     // bound leaves room for a busy machine.
