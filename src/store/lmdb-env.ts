@@ -67,7 +67,7 @@ export class LmdbEnv {
 
   /** Whether the environment has a named table `name` (their names are the keys of its main table). */
   hasTable(name: string): boolean {
-    for (const key of this.root.getKeys()) if (key === name) return true;
+    for (const key of this.root.getKeys({ start: name, limit: 1 })) return key === name;
     return false;
   }
 

@@ -232,8 +232,8 @@ export class LmdbMerkleStore implements MerkleStore {
     const env = this.env;
     if (env === null) return;
     this.env = null;
-    await env.root.committed;
     try {
+      await env.root.committed;
       syncFile(join(this.dir, 'data.mdb'));
       await env.root.close();
       writeState(this.dir, { boot: this.boot, open: false });

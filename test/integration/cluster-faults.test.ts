@@ -332,6 +332,7 @@ run('cluster mode under faults', () => {
     await until('node b to sign a checkpoint of every row', async () => (after = await checkpointOf(b.url)).size === rows);
     for (const earlier of seen) {
       const proof = await get(b.url, `/audit/proof/consistency?from=${earlier.size}&to=${after.size}`);
+      expect(proof.status).toBe(200);
       expect(rfcConsistency(earlier.size, after.size, earlier.root, after.root, proof.body.hashes.map((h: string) => Buffer.from(h, 'hex'))), `from ${earlier.size} to ${after.size}`).toBe(true);
     }
   }, 120_000);
