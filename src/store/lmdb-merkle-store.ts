@@ -1,9 +1,10 @@
-import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readFileSync, rmSync, writeSync } from 'node:fs';
+import { existsSync, mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { open, type Database, type RootDatabase, type Transaction } from 'lmdb';
 import type { Stripe } from '../domain/striped-tree.js';
 import { ensureError } from '../errors.js';
 import type { Logger } from '../log.js';
+import { bootId, syncFile, tornReason, writeState } from './boot-marker.js';
 import { FreeSpaceFloor } from './free-space.js';
 import type { LmdbEnv } from './lmdb-env.js';
 import type { MerkleStore } from './merkle-store.js';
@@ -14,17 +15,6 @@ type StripeKey = [org: string, level: number, index: number];
 const READ_TXN_MS = 1000;
 /** The trees' environment, inside the data dir. */
 export const MERKLE_DIR = 'merkle';
-/** Beside its LMDB files: whether the environment is open, since which boot (see openMerkleStore). */
-const STATE_FILE = 'state.json';
-/** The state file's length: its JSON, padded with spaces. */
-const STATE_BYTES = 128;
-
-interface MerkleEnvState {
-  /** The kernel's boot id when the environment was last opened (null where there is none). */
-  boot: string | null;
-  /** True from open until a clean close has flushed every write to disk. */
-  open: boolean;
-}
 
 /**
  * Opens the trees' own LMDB environment in `<dataDir>/merkle`. The stripes are derived from the
@@ -50,9 +40,7 @@ export function openMerkleStore(dataDir: string, log: Logger, options: { boot?: 
  * openMerkleStore). Throws when it cannot be (a full disk): nothing was written then.
  */
 function openMarked(dir: string, log: Logger, boot: string | null): RootDatabase {
-  const state = readState(dir);
-  const hasData = existsSync(join(dir, 'data.mdb'));
-  const why = !hasData ? null : state === null ? 'it has no readable state file' : state.open && (state.boot === null || state.boot !== boot) ? 'it was not closed cleanly before the machine restarted' : null;
+  const why = existsSync(join(dir, 'data.mdb')) ? tornReason(dir, boot) : null;
   if (why !== null) discard(dir, log, why);
   let root: RootDatabase;
   try {
@@ -80,50 +68,6 @@ function discard(dir: string, log: Logger, why: string): void {
   rmSync(dir, { recursive: true, force: true });
 }
 
-function readState(dir: string): MerkleEnvState | null {
-  try {
-    const state = JSON.parse(readFileSync(join(dir, STATE_FILE), 'utf8')) as Partial<MerkleEnvState>;
-    return typeof state.open === 'boolean' && (typeof state.boot === 'string' || state.boot === null) ? { boot: state.boot, open: state.open } : null;
-  } catch {
-    return null;
-  }
-}
-
-/**
- * Writes the state file in place, padded to STATE_BYTES, and syncs it: once the file exists this
- * needs no new disk space (a full disk must not stop a start or a clean close). A write torn by a
- * machine crash leaves it unreadable, which reads as damaged: the safe side.
- */
-function writeState(dir: string, state: MerkleEnvState): void {
-  const path = join(dir, STATE_FILE);
-  const created = !existsSync(path);
-  const fd = openSync(path, created ? 'w' : 'r+');
-  try {
-    writeSync(fd, Buffer.from(JSON.stringify(state).padEnd(STATE_BYTES)), 0, STATE_BYTES, 0);
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
-  }
-  if (created) syncFile(dir);
-}
-
-function syncFile(path: string): void {
-  const fd = openSync(path, 'r');
-  try {
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
-  }
-}
-
-/** This boot of the machine (Linux), or null where the kernel does not say. */
-export function bootId(): string | null {
-  try {
-    return readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim();
-  } catch {
-    return null;
-  }
-}
 
 /**
  * Before the trees had an environment of their own, their stripes were a `merkle` table in the

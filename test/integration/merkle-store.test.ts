@@ -3,7 +3,8 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { openLmdb } from '../../src/store/lmdb.js';
 import { FreeSpaceFloor } from '../../src/store/free-space.js';
-import { bootId, dropLedgerEnvStripes, LmdbMerkleStore, MERKLE_DIR, openMerkleStore } from '../../src/store/lmdb-merkle-store.js';
+import { bootId } from '../../src/store/boot-marker.js';
+import { dropLedgerEnvStripes, LmdbMerkleStore, MERKLE_DIR, openMerkleStore } from '../../src/store/lmdb-merkle-store.js';
 import { captureLogger, silentLogger, type LogLine } from '../support/logs.js';
 import { tempDir } from '../support/server.js';
 
