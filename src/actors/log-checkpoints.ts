@@ -29,6 +29,8 @@ export interface CheckpointBoard {
   get(org: string): PublishedCheckpoint | undefined;
   /** Publishes one this node signed, off the request path (nothing if the board's is as large). */
   offer(org: string, checkpoint: PublishedCheckpoint): void;
+  /** Calls `listener` with each org's checkpoint as it changes on the board (from any node), synchronously. */
+  watch(listener: (org: string, checkpoint: PublishedCheckpoint) => void): void;
 }
 
 /** Orgs a tick signs in one event-loop turn. */
@@ -40,7 +42,9 @@ const SIGN_PER_TURN = 16;
  * record committed more than a second ago. The runtime also ticks once the trees have caught up
  * after a start. An org asked for before any tick signed it (in the second after its first record,
  * or never written) gets one signed then: once per org and process. In cluster mode, a larger
- * checkpoint of another node's is signed again here the first time it is served (see adopted).
+ * checkpoint of another node's is checked and signed again here as it reaches the board (see
+ * adopted), or by the next tick if it arrived while the org's tree was catching up; a request signs
+ * one only if it asks in between (the first second after a start or a catch-up).
  *
  * The origin is `<host of the base URL>/vigil/<org>`. Each note carries two signatures by the one
  * log key: under the origin as its name (as the checkpoint-v1 vector does, and as C2SP tools
@@ -68,6 +72,7 @@ export class LogCheckpoints {
   ) {
     this.publicKey = rawPublicKey(key);
     this.prefixKey = noteKey(`${host}/vigil`, this.publicKey);
+    board?.watch((org, shared) => this.judge(org, shared));
   }
 
   origin(org: string): string {
@@ -93,7 +98,21 @@ export class LogCheckpoints {
   }
 
   /**
-   * A larger checkpoint another node published, as this node serves it. The board is inside the
+   * Judges a checkpoint of the board's ahead of any request for it, when it is larger than this
+   * node's own: as it arrives, and at each tick (one that arrived while the tree caught up).
+   */
+  private judge(org: string, shared: PublishedCheckpoint | undefined): void {
+    if (shared === undefined || shared.size <= (this.latest.get(org)?.size ?? -1) || this.trees.catchingUp(org)) return;
+    try {
+      this.adopted(org, shared);
+    } catch (error) {
+      // A stored stripe found damaged while reading a root: the request that next asks says so.
+      this.log.error({ org, err: ensureError(error) }, 'checking a checkpoint of the cluster\'s board failed');
+    }
+  }
+
+  /**
+   * A larger checkpoint another node published, as this node serves it (judged once per note). The board is inside the
    * cluster, but nothing is served on its word: its text must be a checkpoint of this org's log,
    * and the note served is signed here again (Ed25519 is deterministic: the bytes the other node
    * signed, if it signed that text with the one key, and nothing the key did not sign). When this
@@ -150,6 +169,7 @@ export class LogCheckpoints {
       for (const org of orgs.slice(from, from + SIGN_PER_TURN)) {
         try {
           if (!this.trees.catchingUp(org) && this.trees.size(org) > (this.latest.get(org)?.size ?? -1)) this.sign(org);
+          if (this.board !== null) this.judge(org, this.board.get(org));
         } catch (error) {
           // One org's tree that cannot be read must neither stop the others' checkpoints nor the process.
           this.log.error({ org, err: ensureError(error) }, 'signing a checkpoint failed');

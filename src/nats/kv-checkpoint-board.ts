@@ -2,7 +2,7 @@ import type { CheckpointBoard, PublishedCheckpoint } from '../actors/log-checkpo
 import { ensureError } from '../errors.js';
 import { silentLogger, type Logger } from '../log.js';
 import { KvMirror, type KvBucketOptions } from './kv-mirror.js';
-import { kvToken } from './kv-key.js';
+import { fromKvToken, kvToken } from './kv-key.js';
 
 /** Default bucket of the cluster's largest checkpoint per org. */
 export const CHECKPOINT_BUCKET = 'vigil_checkpoints';
@@ -24,15 +24,25 @@ export const CHECKPOINT_BUCKET = 'vigil_checkpoints';
 export class KvCheckpointBoard implements CheckpointBoard {
   /** Per org: an offer being written, and the newest to write after it. */
   private readonly writing = new Map<string, PublishedCheckpoint | null>();
+  private readonly listeners: ((org: string, checkpoint: PublishedCheckpoint) => void)[] = [];
+  private mirror!: KvMirror<PublishedCheckpoint>;
 
-  private constructor(
-    private readonly mirror: KvMirror<PublishedCheckpoint>,
-    private readonly log: Logger,
-  ) {}
+  private constructor(private readonly log: Logger) {}
 
   static async open(nc: Parameters<typeof KvMirror.open>[0], options: KvBucketOptions & { bucket?: string }): Promise<KvCheckpointBoard> {
-    const mirror = await KvMirror.open<PublishedCheckpoint>(nc, { ...options, bucket: options.bucket ?? CHECKPOINT_BUCKET });
-    return new KvCheckpointBoard(mirror, options.log ?? silentLogger());
+    const board = new KvCheckpointBoard(options.log ?? silentLogger());
+    board.mirror = await KvMirror.open<PublishedCheckpoint>(nc, {
+      ...options,
+      bucket: options.bucket ?? CHECKPOINT_BUCKET,
+      onChange: (key, value) => {
+        if (value !== undefined) for (const listener of board.listeners) listener(fromKvToken(key), value);
+      },
+    });
+    return board;
+  }
+
+  watch(listener: (org: string, checkpoint: PublishedCheckpoint) => void): void {
+    this.listeners.push(listener);
   }
 
   get(org: string): PublishedCheckpoint | undefined {

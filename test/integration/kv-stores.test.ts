@@ -135,13 +135,18 @@ run('KV stores on a 3-node cluster (R3)', () => {
     const names = `cpb${++suite}`;
     const [a, b] = [await storesOn(1, names), await storesOn(2, names)];
     const note = (size: number): string => `vigil.example/vigil/acme\n${size}\n…\n`;
+    // What each node is told of the board's changes, as its LogCheckpoints judges them (one org's name needs a KV token).
+    const told = { a: new Map<string, number>(), b: new Map<string, number>() };
+    a.checkpoints.watch((org, checkpoint) => told.a.set(org, Math.max(told.a.get(org) ?? 0, checkpoint.size)));
+    b.checkpoints.watch((org, checkpoint) => told.b.set(org, Math.max(told.b.get(org) ?? 0, checkpoint.size)));
     for (let round = 0; round < 5; round++) {
-      const org = `org${round}`;
+      const org = round === 4 ? 'org four.é' : `org${round}`;
       // Interleaved offers from both nodes, each node's in rising order (as it signs them).
       for (let size = 1; size <= 30; size++) (size % 2 === round % 2 ? a : b).checkpoints.offer(org, { size, note: note(size) });
       await Promise.all([a.checkpoints.settled(), b.checkpoints.settled()]);
       await expect.poll(() => [a.checkpoints.get(org)?.size, b.checkpoints.get(org)?.size], { timeout: 5000 }).toEqual([30, 30]);
       expect(b.checkpoints.get(org)?.note).toBe(note(30));
+      await expect.poll(() => [told.a.get(org), told.b.get(org)], { timeout: 5000 }).toEqual([30, 30]);
       a.checkpoints.offer(org, { size: 12, note: note(12) });
       await a.checkpoints.settled();
       expect(a.checkpoints.get(org)?.size).toBe(30);

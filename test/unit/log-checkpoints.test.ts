@@ -52,12 +52,21 @@ describe('LogCheckpoints.tick', () => {
 describe('LogCheckpoints with a cluster checkpoint board', () => {
   /** The board's contract as the KV bucket keeps it (test/integration/kv-stores.test.ts runs the KV one). */
   class Board {
-    readonly held = new Map<string, PublishedCheckpoint>();
+    private readonly held = new Map<string, PublishedCheckpoint>();
+    private readonly listeners: ((org: string, checkpoint: PublishedCheckpoint) => void)[] = [];
     get(org: string): PublishedCheckpoint | undefined {
       return this.held.get(org);
     }
     offer(org: string, checkpoint: PublishedCheckpoint): void {
-      if ((this.held.get(org)?.size ?? -1) < checkpoint.size) this.held.set(org, checkpoint);
+      if ((this.held.get(org)?.size ?? -1) < checkpoint.size) this.arrive(org, checkpoint);
+    }
+    watch(listener: (org: string, checkpoint: PublishedCheckpoint) => void): void {
+      this.listeners.push(listener);
+    }
+    /** A checkpoint written to the board by any node (or anything else that can write it). */
+    arrive(org: string, checkpoint: PublishedCheckpoint): void {
+      this.held.set(org, checkpoint);
+      for (const listener of this.listeners) listener(org, checkpoint);
     }
   }
 
@@ -93,16 +102,50 @@ describe('LogCheckpoints with a cluster checkpoint board', () => {
     const own = checkpoints.get('org-0')!;
     // A larger note under another key, and one of another org's log under this key.
     const forged = other.signAt('org-0', 1);
-    board.held.set('org-0', { size: 5, note: forged.note });
+    board.arrive('org-0', { size: 5, note: forged.note });
     expect(checkpoints.get('org-0')).toBe(own);
     // This key's genuine note of another org's log; its own note claimed larger; a text changed under its signatures.
     const otherOrg = new LogCheckpoints(treesOf(2).trees, key, 'vigil.example', createLogger('silent')).signAt('org-1', 1);
-    board.held.set('org-0', { size: 1, note: otherOrg.note });
+    board.arrive('org-0', { size: 1, note: otherOrg.note });
     expect(checkpoints.get('org-0')).toBe(own);
-    board.held.set('org-0', { size: 9, note: own.note });
+    board.arrive('org-0', { size: 9, note: own.note });
     expect(checkpoints.get('org-0')).toBe(own);
-    board.held.set('org-0', { size: 9, note: own.note.replace('\n2\n', '\n9\n') });
+    board.arrive('org-0', { size: 9, note: own.note.replace('\n2\n', '\n9\n') });
     expect(checkpoints.get('org-0')).toBe(own);
+  });
+
+  it('judges a larger checkpoint as it reaches the board, not when a reader asks (one that reached it while the tree caught up: at the next tick)', () => {
+    const key = generateKeyPairSync('ed25519').privateKey;
+    const board = new Board();
+    const lines: { msg: string; org: string; problem: string }[] = [];
+    const log = createLogger('info', { write: (line: string) => void lines.push(JSON.parse(line)) });
+    const mine = treesOf(1);
+    let catchingUp = false;
+    (mine.trees as unknown as { catchingUp: () => boolean }).catchingUp = () => catchingUp;
+    const checkpoints = new LogCheckpoints(mine.trees, key, 'vigil.example', log, board);
+    checkpoints.tick();
+    // Another node's genuine larger checkpoint; this node's tree trails it.
+    const ahead = treesOf(1);
+    (ahead.trees.tree('org-0') as unknown as MemoryTree).append(leafHash(Buffer.from('two')));
+    const theirs = new LogCheckpoints(ahead.trees, key, 'vigil.example', createLogger('silent')).signAt('org-0', 2);
+    // A forged one (another key) is refused, and said so, with nobody asking.
+    const forged = new LogCheckpoints(ahead.trees, generateKeyPairSync('ed25519').privateKey, 'vigil.example', createLogger('silent')).signAt('org-0', 2);
+    board.arrive('org-0', { size: 2, note: forged.note });
+    expect(lines).toEqual([expect.objectContaining({ org: 'org-0', problem: 'not signed by this log\'s key' })]);
+    expect(checkpoints.get('org-0')!.size).toBe(1);
+    expect(lines).toHaveLength(1); // judged once
+    // While the tree catches up, nothing is judged; the next tick after it does.
+    catchingUp = true;
+    board.arrive('org-0', { size: 3, note: forged.note.replace('\n2\n', '\n3\n') });
+    expect(lines).toHaveLength(1);
+    catchingUp = false;
+    checkpoints.tick();
+    expect(lines).toHaveLength(2);
+    expect(lines[1]).toMatchObject({ problem: 'not signed by this log\'s key' });
+    // The genuine one is served byte for byte as soon as it arrived.
+    board.arrive('org-0', { size: 2, note: theirs.note });
+    expect(checkpoints.get('org-0')).toMatchObject({ size: 2, note: theirs.note });
+    expect(lines).toHaveLength(2);
   });
 
   it('never serves a published root its own tree does not have at that size', () => {
@@ -118,12 +161,12 @@ describe('LogCheckpoints with a cluster checkpoint board', () => {
     const own = checkpoints.get('org-0')!;
     expect(own.size).toBe(2);
     // Claimed larger than it is, it is refused by its size; at its own size it is not larger than ours: ours is served.
-    board.held.set('org-0', { size: 3, note: theirs.note });
+    board.arrive('org-0', { size: 3, note: theirs.note });
     expect(checkpoints.get('org-0')).toBe(own);
     (mine.trees.tree('org-0') as unknown as MemoryTree).append(leafHash(Buffer.from('three')));
     (diverged.trees.tree('org-0') as unknown as MemoryTree).append(leafHash(Buffer.from('more')));
     const theirs3 = new LogCheckpoints(diverged.trees, key, 'vigil.example', createLogger('silent')).signAt('org-0', 3);
-    board.held.set('org-0', { size: 3, note: theirs3.note });
+    board.arrive('org-0', { size: 3, note: theirs3.note });
     // Ours is still of size 2 (no tick yet), the board's 3: the root at 3 is not ours, so ours is served.
     expect(checkpoints.get('org-0')).toBe(own);
   });
