@@ -1,10 +1,11 @@
 import { rowLeafHash, type LedgerRow } from '../domain/ledger.js';
 import { StripeCache } from '../domain/stripe-cache.js';
-import { HELD_LEVEL, jsNodes, STRIPE_WIDTH, StripedTree, type Sha256Nodes, type Stripe, type StripeReader } from '../domain/striped-tree.js';
+import { HELD_LEVEL, jsNodes, STRIPE_WIDTH, StripedTree, type Sha256Nodes, type StripeReader } from '../domain/striped-tree.js';
 import { ensureError, VigilError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { LedgerReader } from '../store/ledger-reader.js';
 import type { MerkleStore } from '../store/merkle-store.js';
+import { StripeWriter } from './stripe-writer.js';
 
 /** Rows a catch-up reads before it stores what they filled and yields to the event loop. */
 const CATCH_UP_ROWS = 1024;
@@ -24,19 +25,12 @@ const CATCH_UP_ROWS = 1024;
  */
 export class MerkleTrees {
   private readonly trees = new Map<string, StripedTree>();
-  /** Filled stripes not yet stored, by `org\0level/index`, in the order they were filled. */
-  private readonly unstored = new Map<string, { org: string; stripe: Stripe }>();
-  private writing: Promise<void> = Promise.resolve();
-  private scheduled = false;
-  /** Ends the delay a scheduled write is waiting out, if one is. */
-  private now: (() => void) | null = null;
-  private closing = false;
+  /** Filled stripes on their way to the store, readable meanwhile. */
+  private readonly writer: StripeWriter;
   /** Orgs whose tree is catching up with the ledger, and each catch-up's end. */
   private readonly catching = new Map<string, Promise<void>>();
   /** Orgs whose last catch-up failed (tried again with their next commit). */
   private readonly broken = new Set<string>();
-  /** Orgs whose stored stripes are to be dropped with the next write (see rebuild). */
-  private readonly dropping = new Set<string>();
   /** Not fed at all (see switchOff): no tree can be trusted to be whole. */
   private off = false;
 
@@ -44,7 +38,7 @@ export class MerkleTrees {
   private readonly cache: StripeCache;
   /** The native batch hasher's, else node:crypto's. */
   private readonly hashNodes: Sha256Nodes;
-  /** How long live rows' stripes wait to be stored with later ones (see scheduleStore). */
+  /** How long live rows' stripes wait to be stored with later ones (see StripeWriter). */
   private readonly storeDelayMs: number;
 
   constructor(
@@ -56,6 +50,7 @@ export class MerkleTrees {
     this.cache = new StripeCache(options.cacheBytes ?? DEFAULT_CACHE_BYTES);
     this.hashNodes = options.sha256Nodes ?? jsNodes;
     this.storeDelayMs = options.storeDelayMs ?? STORE_DELAY_MS;
+    this.writer = new StripeWriter(store, log);
   }
 
   /**
@@ -105,13 +100,10 @@ export class MerkleTrees {
     };
     const cached = this.cache.of(org);
     return {
-      stripe: (level, index) => this.unstored.get(keyOf(org, level, index))?.stripe.bytes ?? stored(whole(this.store.stripe(org, level, index)), level, index),
+      stripe: (level, index) => this.writer.held(org, level, index) ?? stored(whole(this.store.stripe(org, level, index)), level, index),
       holding: (level, index, slot) => {
-        // Stripes filled and not stored yet (none while nothing is written: no key built then).
-        if (this.unstored.size > 0) {
-          const unstored = this.unstored.get(keyOf(org, level, index))?.stripe.bytes;
-          if (unstored !== undefined) return unstored;
-        }
+        const unstored = this.writer.held(org, level, index);
+        if (unstored !== undefined) return unstored;
         const hit = cached[level]?.[index];
         if (hit !== undefined) return hit;
         // A leaf stripe is kept only while the cache has room: past it, leaves read on demand would
@@ -130,13 +122,10 @@ export class MerkleTrees {
    */
   private rebuild(org: string, why: string): StripedTree {
     this.log.error({ org, error: why }, 'the Merkle tree\'s stored stripes are damaged: they are dropped and the tree rebuilt from the ledger');
-    const prefix = keyOf(org, 0, 0).slice(0, org.length + 1);
-    for (const key of [...this.unstored.keys()]) if (key.startsWith(prefix)) this.unstored.delete(key);
+    this.writer.forget(org);
     this.cache.drop(org);
     const tree = StripedTree.empty(this.readerOf(org));
     this.trees.set(org, tree);
-    this.dropping.add(org);
-    this.scheduleStore();
     this.catchUp(org);
     return tree;
   }
@@ -227,7 +216,7 @@ export class MerkleTrees {
           const rows = [...this.ledger.range(org, tree.size + 1, Math.min(last, tree.size + CATCH_UP_ROWS))];
           if (rows.length === 0) throw new Error(`the ledger has no row ${tree.size + 1} although its last is ${last}`);
           this.append(org, rows, 0);
-          await this.writing;
+          await this.writer.settled();
           await new Promise((resolve) => setImmediate(resolve));
         }
       } catch (error) {
@@ -240,74 +229,27 @@ export class MerkleTrees {
     })();
   }
 
-  /** Appends the org's next rows; their stripes are stored after `storeDelayMs` (see scheduleStore). */
+  /** Appends the org's next rows; their stripes are stored after `storeDelayMs` (see StripeWriter). */
   private append(org: string, rows: readonly LedgerRow[], storeDelayMs = this.storeDelayMs): void {
     const tree = this.tree(org);
     rows.forEach((row, i) => {
       if (row.seq !== tree.size + 1 + i) throw new Error(`the Merkle tree of ${org} holds ${tree.size} leaves and was given seq ${row.seq} as its leaf ${tree.size + 1 + i}`);
     });
-    for (const stripe of tree.appendAll(rows.map(rowLeafHash), this.hashNodes)) {
-      const key = keyOf(org, stripe.level, stripe.index);
-      this.unstored.set(key, { org, stripe });
-      // Leaf stripes only once a proof reads them: an org ingesting fast would otherwise fill the
-      // cache with leaves nobody asks about.
-      if (stripe.level > 0 && stripe.level < HELD_LEVEL) this.cache.put(org, stripe.level, stripe.index, stripe.bytes);
-    }
-    if (this.unstored.size > 0) this.scheduleStore(storeDelayMs);
-  }
-
-  /**
-   * Stores the stripes filled so far after `delayMs`, with any filled meanwhile: one write for the
-   * stripes of a quarter of a second of live ingest, where a write each time one fills (a few
-   * hundred a second, each its own LMDB commit and, with durability sync, fsync) took about a tenth
-   * of the ledger's write rate. Stripes wait in memory, readable; lost in a crash, they are
-   * rebuilt from the ledger on the next start like any stripe not stored.
-   */
-  private scheduleStore(delayMs = 0): void {
-    if (this.scheduled) return;
-    this.scheduled = true;
-    this.writing = this.writing.then(() => this.delay(delayMs)).then(() => this.storeUnstored());
-  }
-
-  private delay(ms: number): Promise<void> {
-    if (ms <= 0 || this.closing) return Promise.resolve();
-    return new Promise((resolve) => {
-      const timer = setTimeout(() => this.now?.(), ms);
-      this.now = () => {
-        clearTimeout(timer);
-        this.now = null;
-        resolve();
-      };
-    });
+    const filled = tree.appendAll(rows.map(rowLeafHash), this.hashNodes);
+    // Leaf stripes only once a proof reads them: an org ingesting fast would otherwise fill the
+    // cache with leaves nobody asks about.
+    for (const stripe of filled) if (stripe.level > 0 && stripe.level < HELD_LEVEL) this.cache.put(org, stripe.level, stripe.index, stripe.bytes);
+    this.writer.add(org, filled, storeDelayMs);
   }
 
   /** Resolves once every stripe filled so far is stored (or its write has failed and will be tried again); a write waiting out its delay starts now. */
   settled(): Promise<void> {
-    this.now?.();
-    return this.writing;
+    return this.writer.settled();
   }
 
   /** Stores what is filled and waits for it, writes after it without a delay: before the store closes. */
   close(): Promise<void> {
-    this.closing = true;
-    return this.settled();
-  }
-
-  private async storeUnstored(): Promise<void> {
-    this.scheduled = false;
-    const batch = [...this.unstored.entries()];
-    const drop = [...this.dropping];
-    try {
-      await this.store.put(
-        batch.map(([, s]) => s),
-        drop,
-      );
-      // Only what was written: a rebuild meanwhile may have put a new stripe under the same key.
-      for (const [key, entry] of batch) if (this.unstored.get(key) === entry) this.unstored.delete(key);
-      for (const org of drop) this.dropping.delete(org);
-    } catch (error) {
-      this.log.error({ stripes: batch.length, err: ensureError(error) }, 'storing Merkle tree stripes failed; they stay in memory and are tried again with the next');
-    }
+    return this.writer.close();
   }
 
   /** A stored stripe of levels 0 to HELD_LEVEL − 1 the cache lacks, read into it. */
@@ -318,7 +260,7 @@ export class MerkleTrees {
   }
 }
 
-/** How long live rows' filled stripes wait to be stored together by default (see scheduleStore). */
+/** How long live rows' filled stripes wait to be stored together by default (see StripeWriter). */
 export const STORE_DELAY_MS = 250;
 
 /** What the stripe cache holds at most by default (VIGIL_TREE_CACHE_MB): levels 0–3 of 2.2M records. */
@@ -328,4 +270,3 @@ export const DEFAULT_CACHE_BYTES = 128 * 1024 * 1024;
 const whole = (stripe: Buffer | undefined): Buffer | undefined => (stripe?.length === STRIPE_WIDTH * 32 ? stripe : undefined);
 
 const STRIPE_BYTES = STRIPE_WIDTH * 32;
-const keyOf = (org: string, level: number, index: number): string => `${org}\u0000${level}/${index}`;
