@@ -1,12 +1,10 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { verifyReceipt, VigilClient, type Receipt } from '../../src/client/index.js';
-import { canonicalize } from '../../src/domain/jcs.js';
-import { leafInput } from '../../src/domain/ledger.js';
-import { leafHash, MemoryTree, rootAt } from '../../src/domain/merkle.js';
 import { verifyConsistency, verifyInclusion } from '../../src/domain/merkle-verify.js';
 import { noteKey, openNote, parseCheckpoint, parseVerifierKey } from '../../src/domain/signed-note.js';
 import { describeModes, type ModeServers } from '../support/modes.js';
+import { exportLeafInput, rfcLeafHash, rfcRoot } from '../support/rfc9162.js';
 import { ADMIN_KEY, call, parseLines } from '../support/server.js';
 
 // Receipts (DESIGN §10) over real HTTP and WebSocket, in both modes: `Prefer: receipt` on single,
@@ -18,9 +16,7 @@ const hex = (h: string): Buffer => Buffer.from(h, 'hex');
 
 /** The root of the tree of exported records, as an auditor computes it. */
 function rootFromRows(rows: any[]): Buffer {
-  const tree = new MemoryTree();
-  for (const r of rows) tree.append(leafHash(leafInput({ seq: r.seq, kind: r.kind, recordedAt: r.recorded_at, agentId: r.agent_id, bodyJson: canonicalize(r.body) })));
-  return rootAt(tree);
+  return rfcRoot(rows.map((r) => exportLeafInput(r)));
 }
 
 describeModes('receipts', (m) => {
@@ -38,7 +34,7 @@ describeModes('receipts', (m) => {
   async function exported(seq: number): Promise<{ recorded_at: string; leaf: string }> {
     await s.settle(ADMIN_KEY);
     const r = parseLines((await call(s.readUrl, 'GET', `/audit/export?since_seq=${seq - 1}&until_seq=${seq}`)).text)[0];
-    const leaf = leafHash(leafInput({ seq: r.seq, kind: r.kind, recordedAt: r.recorded_at, agentId: r.agent_id, bodyJson: canonicalize(r.body) })).toString('hex');
+    const leaf = rfcLeafHash(exportLeafInput(r)).toString('hex');
     return { recorded_at: r.recorded_at, leaf };
   }
 

@@ -1,15 +1,13 @@
-import { createPrivateKey, generateKeyPairSync } from 'node:crypto';
+import { createHash, createPrivateKey, generateKeyPairSync } from 'node:crypto';
 import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { canonicalize } from '../../src/domain/jcs.js';
-import { leafInput } from '../../src/domain/ledger.js';
 import { leafHash, MemoryTree, rootAt } from '../../src/domain/merkle.js';
 import { verifyConsistency, verifyInclusion } from '../../src/domain/merkle-verify.js';
 import { noteKey, openNote, parseCheckpoint, parseVerifierKey, rawPublicKey, type Checkpoint } from '../../src/domain/signed-note.js';
 import { LOG_KEY_FILE, LOG_ORIGIN_FILE } from '../../src/services/log-key.js';
 import { MERKLE_DIR } from '../../src/store/lmdb-merkle-store.js';
-import { rfcInclusion, rfcLeafHash, rfcRoot } from '../support/rfc9162.js';
+import { exportLeafInput, rfcInclusion, rfcLeafHash, rfcRoot } from '../support/rfc9162.js';
 import { call, parseLines, removeDir, startServer, tempDir, type TestServer } from '../support/server.js';
 
 // DESIGN §10 over real HTTP, embedded mode: the org's signed checkpoint, inclusion and consistency
@@ -21,7 +19,7 @@ const hex = (h: string): Buffer => Buffer.from(h, 'hex');
 async function treeFromExport(url: string): Promise<MemoryTree> {
   const tree = new MemoryTree();
   for (const r of parseLines((await call(url, 'GET', '/audit/export')).text)) {
-    tree.append(leafHash(leafInput({ seq: r.seq, kind: r.kind, recordedAt: r.recorded_at, agentId: r.agent_id, bodyJson: canonicalize(r.body) })));
+    tree.append(leafHash(exportLeafInput(r)));
   }
   return tree;
 }
@@ -207,11 +205,12 @@ describe('every inclusion proof of a 1,000-record ledger, as served (an independ
 
   it('verifies each record\'s proof against the signed root, the root computed from the export by RFC 9162 §2.1.1; each proof changed is rejected', async () => {
     const checkpoint = await checkpointOf(server, 1000);
-    // The leaf inputs as an auditor makes them from the export (the bytes content_hash covers).
-    const inputs = parseLines((await call(server.url, 'GET', '/audit/export')).text).map((r) =>
-      leafInput({ seq: r.seq, kind: r.kind, recordedAt: r.recorded_at, agentId: r.agent_id, bodyJson: canonicalize(r.body) }),
-    );
+    // The leaf inputs as an auditor makes them from the export (the bytes content_hash covers), with
+    // the tests' own JCS: each is checked against its line's content_hash.
+    const lines = parseLines((await call(server.url, 'GET', '/audit/export')).text);
+    const inputs = lines.map((r) => exportLeafInput(r));
     expect(inputs).toHaveLength(1000);
+    lines.forEach((r, i) => expect(createHash('sha256').update(inputs[i]!).digest('hex'), `seq ${r.seq}`).toBe(r.content_hash));
     expect(rfcRoot(inputs).equals(checkpoint.root), 'the signed root is the export\'s').toBe(true);
     let [changed, rejected] = [0, 0];
     for (let seq = 1; seq <= 1000; seq++) {

@@ -79,3 +79,25 @@ export function rfcConsistency(first: number, second: number, firstHash: Buffer,
   // 7.
   return fr.equals(firstHash) && sr.equals(secondHash) && sn === 0n;
 }
+
+/**
+ * A record's leaf input as an auditor makes it from an export line (DESIGN §4, §10): the JCS
+ * (RFC 8785) bytes of `{seq, kind, recorded_at, agent_id, body}`, the bytes `content_hash` covers.
+ * For the I-JSON an export holds, JCS is ECMAScript's JSON.stringify with every object's keys
+ * sorted by UTF-16 code units, written here without the project's canonicalizer; the caller checks
+ * the result against the line's `content_hash`.
+ */
+export function exportLeafInput(line: { seq: number; kind: string; recorded_at: string; agent_id: string | null; body: unknown }): Buffer {
+  const sorted = (value: unknown): unknown =>
+    Array.isArray(value)
+      ? value.map(sorted)
+      : value !== null && typeof value === 'object'
+        ? Object.fromEntries(
+            Object.keys(value)
+              .sort()
+              .map((k) => [k, sorted((value as Record<string, unknown>)[k])]),
+          )
+        : value;
+  const { seq, kind, recorded_at, agent_id, body } = line;
+  return Buffer.from(JSON.stringify(sorted({ seq, kind, recorded_at, agent_id, body })), 'utf8');
+}
