@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { parseTilePath, tileLeaves, tilePath } from '../../src/http/routes/transparency.js';
+import { parseTilePath, tileLeaves, tilePath } from '../../src/domain/tiles.js';
 
 // C2SP tlog-tiles paths: tile/<L>/<N>[.p/<W>], N in groups of three digits, each but the last
 // prefixed with x; one canonical spelling per tile (full tiles are cached for a year under it).

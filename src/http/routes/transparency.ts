@@ -1,5 +1,6 @@
 import type { SignedCheckpoint } from '../../actors/log-checkpoints.js';
 import { consistencyProof } from '../../domain/merkle.js';
+import { parseTilePath, tileLeaves } from '../../domain/tiles.js';
 import { verifierKey } from '../../domain/signed-note.js';
 import { VigilError } from '../../errors.js';
 import type { AppDeps } from '../deps.js';
@@ -141,31 +142,4 @@ function notFound(headers: Record<string, string>): RouteResult {
 
 function invalid(path: string, message: string): VigilError {
   return new VigilError('validation_failed', `invalid query: ${path}`, [{ path, message }]);
-}
-
-/**
- * A C2SP tile path (`<L>/<N>[.p/<W>]`, N in three-digit groups, all but the last with an `x`); null
- * if it is not one in its one canonical spelling (a tile cached for a year has one URL).
- */
-export function parseTilePath(path: string): { level: number; index: number; width: number | null } | null {
-  const match = /^(\d{1,2})\/((?:x\d{3}\/)*\d{3})(?:\.p\/(\d{1,3}))?$/.exec(path);
-  if (match === null) return null;
-  const index = Number(match[2]!.replace(/x|\//g, ''));
-  const width = match[3] === undefined ? null : Number(match[3]);
-  if (!Number.isSafeInteger(index) || (width !== null && (width < 1 || width > 255))) return null;
-  const tile = { level: Number(match[1]), index, width };
-  return tilePath(tile) === path ? tile : null;
-}
-
-/** The leaves a tree must hold for it to have the tile (its last hash complete). */
-export function tileLeaves(tile: { level: number; index: number; width: number | null }): number {
-  return (tile.index * 256 + (tile.width ?? 256)) * 256 ** tile.level;
-}
-
-/** The canonical path of a tile: no leading zeros in L and W, N's groups only as many as it needs. */
-export function tilePath(tile: { level: number; index: number; width: number | null }): string {
-  const digits = String(tile.index).padStart(3 * Math.ceil(Math.max(String(tile.index).length, 1) / 3), '0');
-  const groups = digits.match(/\d{3}/g)!;
-  const n = groups.map((g, i) => (i < groups.length - 1 ? `x${g}` : g)).join('/');
-  return `${tile.level}/${n}${tile.width === null ? '' : `.p/${tile.width}`}`;
 }
