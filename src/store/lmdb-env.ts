@@ -1,5 +1,5 @@
 import { mkdirSync } from 'node:fs';
-import { open, type Database, type Key, type RootDatabase } from 'lmdb';
+import { open, type Database, type Key, type RootDatabase, type RootDatabaseOptionsWithPath } from 'lmdb';
 import { FreeSpaceFloor } from './free-space.js';
 import { storeWrite } from './write-failure.js';
 
@@ -81,21 +81,29 @@ export class LmdbEnv {
   }
 
   private openRoot(): void {
-    // separateFlushed: each write's promise carries its own `flushed`, so a batch waits for the
-    // flush of its own transaction, not for that of whatever committed after it.
-    // noSubdir: false, or lmdb-js would take a dir named like `data.v1` for a file name.
-    // eventTurnBatching: false, because lmdb-js's own per-turn batch leaves a promise that rejects,
-    // unhandled, when its commit fails (a full disk ended the process); our writes are batched
-    // already, and its write thread still folds queued batches into one transaction.
-    this.root = open({
-      path: this.dir,
-      noSubdir: false,
-      maxDbs: 32,
-      mapSize: 2 * 1024 ** 3,
-      remapChunks: true,
-      separateFlushed: true,
-      eventTurnBatching: false,
-      readOnly: this.readOnly,
-    });
+    this.root = open(lmdbOptions(this.dir, this.readOnly));
   }
+}
+
+/**
+ * How the data dir's environment is opened (also by a test holding its write lock from another
+ * process, which must open it as this process does).
+ * - separateFlushed: each write's promise carries its own `flushed`, so a batch waits for the
+ *   flush of its own transaction, not for that of whatever committed after it.
+ * - noSubdir: false, or lmdb-js would take a dir named like `data.v1` for a file name.
+ * - eventTurnBatching: false, because lmdb-js's own per-turn batch leaves a promise that rejects,
+ *   unhandled, when its commit fails (a full disk ended the process); our writes are batched
+ *   already, and its write thread still folds queued batches into one transaction.
+ */
+export function lmdbOptions(dir: string, readOnly: boolean): RootDatabaseOptionsWithPath {
+  return {
+    path: dir,
+    noSubdir: false,
+    maxDbs: 32,
+    mapSize: 2 * 1024 ** 3,
+    remapChunks: true,
+    separateFlushed: true,
+    eventTurnBatching: false,
+    readOnly,
+  };
 }

@@ -1,6 +1,6 @@
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { RootDatabase } from 'lmdb';
@@ -26,38 +26,42 @@ import { openLmdb, type LmdbStores } from '../../src/store/lmdb.js';
 describe('group commit across orgs (real LMDB, sync durability)', () => {
   let dir = '';
   let stores: LmdbStores | null = null;
+  let holder: ChildProcess | null = null;
   afterEach(async () => {
+    if (holder !== null && holder.exitCode === null && holder.signalCode === null) {
+      const exited = once(holder, 'exit');
+      holder.kill('SIGKILL');
+      await exited;
+    }
     await stores?.close();
     rmSync(dir, { recursive: true, force: true });
   });
 
   it('the commits of 200 orgs queued behind a write transaction share the next one, and every row is there after', async () => {
     dir = mkdtempSync(join(tmpdir(), 'vigil-group-commit-'));
-    stores = openLmdb(dir, 'sync');
+    const opened = openLmdb(dir, 'sync');
+    stores = opened;
     let root: RootDatabase | null = null;
-    stores.env.attach((r) => (root = r));
+    opened.env.attach((r) => (root = r));
     const txn = (): number => (root!.getStats() as { lastTxnId: number }).lastTxnId;
     const rowsOf = (org: number): LedgerRow[] => [makeRow(GENESIS_HASH, 1, 'event', '2026-11-24T00:00:00.000Z', 'a1', { org })];
     // Warm: the first commit opens the tables.
-    expect(await stores.ledger.commit('warm', rowsOf(-1), 0)).toBe(true);
+    expect(await opened.ledger.commit('warm', rowsOf(-1), 0)).toBe(true);
 
-    const release = join(dir, 'release');
-    const holder = spawn(process.execPath, ['--import', 'tsx', 'test/support/lmdb-write-lock.ts', dir, release], { stdio: ['ignore', 'pipe', 'inherit'] });
-    const exited = once(holder, 'exit');
-    try {
-      const [said] = await once(holder.stdout, 'data');
-      expect(String(said)).toBe('locked\n');
-      const before = txn();
-      const commits = Array.from({ length: 200 }, (_, org) => stores!.ledger.commit(`org-${org}`, rowsOf(org), 0));
-      writeFileSync(release, '');
-      expect(await Promise.all(commits)).toEqual(Array.from({ length: 200 }, () => true));
-      const transactions = txn() - before;
-      expect(transactions).toBeGreaterThanOrEqual(1);
-      expect(transactions).toBeLessThanOrEqual(2);
-    } finally {
-      writeFileSync(release, '');
-      expect((await exited)[0]).toBe(0);
-    }
-    for (let org = 0; org < 200; org++) expect(stores.ledger.last(`org-${org}`)?.seq).toBe(1);
+    // The lock is held until the holder's stdin is closed.
+    const child = spawn(process.execPath, ['--import', 'tsx', 'test/support/lmdb-write-lock.ts', dir], { stdio: ['pipe', 'pipe', 'inherit'] });
+    holder = child;
+    const exited = once(child, 'exit');
+    const said = await Promise.race([once(child.stdout, 'data').then(([chunk]) => String(chunk)), exited.then(([code]) => `exited with ${String(code)} before locking`)]);
+    expect(said).toBe('locked\n');
+    const before = txn();
+    const commits = Array.from({ length: 200 }, (_, org) => opened.ledger.commit(`org-${org}`, rowsOf(org), 0));
+    child.stdin.end();
+    expect(await Promise.all(commits)).toEqual(Array.from({ length: 200 }, () => true));
+    const transactions = txn() - before;
+    expect(transactions).toBeGreaterThanOrEqual(1);
+    expect(transactions).toBeLessThanOrEqual(2);
+    expect((await exited)[0]).toBe(0);
+    for (let org = 0; org < 200; org++) expect(opened.ledger.last(`org-${org}`)?.seq).toBe(1);
   });
 });
