@@ -23,6 +23,8 @@ interface Load {
   sent: number;
   /** When each 200 came (ms since the epoch), to measure the gap a fault leaves. */
   ackTimes: number[];
+  /** The last answers that were not a 200 (or errors), newest last, for a failure's report. */
+  refusals: string[];
   stop(): Promise<void>;
 }
 
@@ -30,7 +32,11 @@ interface Load {
 function startLoad(urls: () => string[], writers = 4): Load {
   let next = 0;
   let stopped = false;
-  const load: Load = { acked: new Map(), sent: 0, ackTimes: [], stop: async () => undefined };
+  const load: Load = { acked: new Map(), sent: 0, ackTimes: [], refusals: [], stop: async () => undefined };
+  const refused = (url: string, what: string): void => {
+    load.refusals.push(`${new Date().toISOString()} ${url} ${what}`);
+    if (load.refusals.length > 40) load.refusals.shift();
+  };
   const loop = async (w: number): Promise<void> => {
     for (let i = w; !stopped; i++) {
       const targets = urls();
@@ -48,9 +54,13 @@ function startLoad(urls: () => string[], writers = 4): Load {
         if (res.status === 200 && body.event_id !== undefined) {
           load.acked.set(marker, body.event_id);
           load.ackTimes.push(Date.now());
-        } else await new Promise((r) => setTimeout(r, 20));
-      } catch {
-        await new Promise((r) => setTimeout(r, 20)); // a node down: not acknowledged
+        } else {
+          refused(url, `${res.status} ${JSON.stringify(body).slice(0, 200)}`);
+          await new Promise((r) => setTimeout(r, 20));
+        }
+      } catch (error) {
+        refused(url, String(error)); // a node down: not acknowledged
+        await new Promise((r) => setTimeout(r, 20));
       }
     }
   };
@@ -272,7 +282,12 @@ run('cluster mode under faults', () => {
       const before = load.acked.size;
       await new Promise((r) => setTimeout(r, 500));
       await nats.restart(i);
-      await until(`writes after nats-server ${i} came back`, async () => load.acked.size > before + 20, 60_000);
+      await until(`writes after nats-server ${i} came back`, async () => load.acked.size > before + 20, 60_000).catch((error: unknown) => {
+        // What each node said, and what the load was answered, for the liveness gap seen in CI.
+        const tail = (n: ServerProcess): string => n.output().split('\n').slice(-60).join('\n');
+        console.log(`node a:\n${tail(a)}\n\nnode b:\n${tail(b)}\n\nlast refusals:\n${load.refusals.join('\n')}`);
+        throw error;
+      });
     }
     await load.stop();
     // Each node's replica holds every acknowledged write once it has caught up (a node may still

@@ -82,22 +82,25 @@ export function rfcConsistency(first: number, second: number, firstHash: Buffer,
 
 /**
  * A record's leaf input as an auditor makes it from an export line (DESIGN §4, §10): the JCS
- * (RFC 8785) bytes of `{seq, kind, recorded_at, agent_id, body}`, the bytes `content_hash` covers.
- * For the I-JSON an export holds, JCS is ECMAScript's JSON.stringify with every object's keys
- * sorted by UTF-16 code units, written here without the project's canonicalizer; the caller checks
- * the result against the line's `content_hash`.
+ * (RFC 8785) bytes of `{seq, kind, recorded_at, agent_id, body}`, the bytes `content_hash` covers,
+ * written here without the project's canonicalizer. For the I-JSON an export holds, JCS writes
+ * strings and numbers as ECMAScript's JSON.stringify does, and each object's members sorted by
+ * their names' UTF-16 code units (written out here: a JS object would list integer-like names first).
+ * It throws unless the result hashes to the line's `content_hash`.
  */
-export function exportLeafInput(line: { seq: number; kind: string; recorded_at: string; agent_id: string | null; body: unknown }): Buffer {
-  const sorted = (value: unknown): unknown =>
-    Array.isArray(value)
-      ? value.map(sorted)
-      : value !== null && typeof value === 'object'
-        ? Object.fromEntries(
-            Object.keys(value)
-              .sort()
-              .map((k) => [k, sorted((value as Record<string, unknown>)[k])]),
-          )
-        : value;
+export function exportLeafInput(line: { seq: number; kind: string; recorded_at: string; agent_id: string | null; body: unknown; content_hash: string }): Buffer {
+  const jcs = (value: unknown): string => {
+    if (Array.isArray(value)) return `[${value.map(jcs).join(',')}]`;
+    if (value === null || typeof value !== 'object') return JSON.stringify(value);
+    const members = value as Record<string, unknown>;
+    return `{${Object.keys(members)
+      .sort()
+      .map((name) => `${JSON.stringify(name)}:${jcs(members[name])}`)
+      .join(',')}}`;
+  };
   const { seq, kind, recorded_at, agent_id, body } = line;
-  return Buffer.from(JSON.stringify(sorted({ seq, kind, recorded_at, agent_id, body })), 'utf8');
+  const input = Buffer.from(jcs({ seq, kind, recorded_at, agent_id, body }), 'utf8');
+  const hash = createHash('sha256').update(input).digest('hex');
+  if (hash !== line.content_hash) throw new Error(`record ${seq}: the leaf input made from the export hashes to ${hash}, not its content_hash ${line.content_hash}`);
+  return input;
 }
