@@ -29,7 +29,11 @@ export interface CheckpointBoard {
   get(org: string): PublishedCheckpoint | undefined;
   /** Publishes one this node signed, off the request path (nothing if the board's is as large). */
   offer(org: string, checkpoint: PublishedCheckpoint): void;
-  /** Calls `listener` with each org's checkpoint as it changes on the board (from any node), synchronously. */
+  /**
+   * Calls `listener` with each org's checkpoint as it changes on the board, synchronously: written
+   * by any node, this one's own offers included. The listener must not throw (a throw would reach
+   * the board's writer or watch). For the process's life: there is no unwatching.
+   */
   watch(listener: (org: string, checkpoint: PublishedCheckpoint) => void): void;
 }
 
@@ -54,8 +58,11 @@ const SIGN_PER_TURN = 16;
  */
 export class LogCheckpoints {
   private readonly latest = new Map<string, SignedCheckpoint>();
-  /** The board's note of each org last judged, and what it gave (null: refused); each note is checked once. */
-  private readonly fromBoard = new Map<string, { from: string; checkpoint: SignedCheckpoint | null }>();
+  /**
+   * The board's note of each org last judged, and what it gave (null: refused); each note is judged
+   * once, and once more when this node's tree reaches its size if it was taken before (rootChecked).
+   */
+  private readonly fromBoard = new Map<string, { from: string; checkpoint: SignedCheckpoint | null; rootChecked: boolean }>();
   /** A tick is signing, turn by turn. */
   private signing = false;
   private readonly publicKey: Buffer;
@@ -89,7 +96,7 @@ export class LogCheckpoints {
     try {
       const own = this.latest.get(org) ?? this.sign(org);
       const shared = this.board?.get(org);
-      return (shared !== undefined && shared.size > own.size ? this.adopted(org, shared) : null) ?? own;
+      return (shared !== undefined && shared.size > own.size ? this.served(org, shared) : null) ?? own;
     } catch (error) {
       // A stored stripe found damaged while reading a root: the tree is being rebuilt (503 meanwhile).
       if (this.trees.catchingUp(org)) return null;
@@ -98,11 +105,15 @@ export class LogCheckpoints {
   }
 
   /**
-   * Judges a checkpoint of the board's ahead of any request for it, when it is larger than this
-   * node's own: as it arrives, and at each tick (one that arrived while the tree caught up).
+   * Judges a checkpoint of the board's ahead of any request for it: as it arrives, and at each tick
+   * (one that arrived while the tree caught up, or one taken before this node's tree could check
+   * its root). Nothing to judge when this node's own is as large, unless it took that note unchecked.
    */
   private judge(org: string, shared: PublishedCheckpoint | undefined): void {
-    if (shared === undefined || shared.size <= (this.latest.get(org)?.size ?? -1) || this.trees.catchingUp(org)) return;
+    if (shared === undefined || this.trees.catchingUp(org)) return;
+    const cached = this.fromBoard.get(org);
+    const unchecked = cached?.from === shared.note && cached.checkpoint !== null && !cached.rootChecked;
+    if (shared.size <= (this.latest.get(org)?.size ?? -1) && !unchecked) return;
     try {
       this.adopted(org, shared);
     } catch (error) {
@@ -111,19 +122,27 @@ export class LogCheckpoints {
     }
   }
 
+  /** The board's checkpoint as judged (on the request path only if no tick or arrival judged it yet). */
+  private served(org: string, shared: PublishedCheckpoint): SignedCheckpoint | null {
+    const cached = this.fromBoard.get(org);
+    return cached?.from === shared.note ? cached.checkpoint : this.adopted(org, shared);
+  }
+
   /**
-   * A larger checkpoint another node published, as this node serves it (judged once per note). The board is inside the
+   * A larger checkpoint another node published, as this node serves it. The board is inside the
    * cluster, but nothing is served on its word: its text must be a checkpoint of this org's log,
    * and the note served is signed here again (Ed25519 is deterministic: the bytes the other node
    * signed, if it signed that text with the one key, and nothing the key did not sign). When this
-   * node's tree is already as large, the root must be its own. A note that does not check is
-   * logged once and this node's own checkpoint served.
+   * node's tree is as large, the root must be its own; a note taken while the tree trailed it is
+   * judged again once the tree has reached its size. A note that does not check is logged once and
+   * this node's own checkpoint served.
    */
   private adopted(org: string, shared: PublishedCheckpoint): SignedCheckpoint | null {
     const cached = this.fromBoard.get(org);
-    if (cached?.from === shared.note) return cached.checkpoint;
+    const ownRoot = this.trees.size(org) >= shared.size;
+    if (cached?.from === shared.note && (cached.checkpoint === null || cached.rootChecked || !ownRoot)) return cached.checkpoint;
     const checkpoint = parseCheckpoint(unsignedText(shared.note));
-    const own = this.trees.size(org) >= shared.size ? rootAt(this.trees.tree(org), shared.size) : null;
+    const own = ownRoot ? rootAt(this.trees.tree(org), shared.size) : null;
     const signed = checkpoint === null ? null : this.signedText(checkpoint.origin, checkpoint.size, checkpoint.root);
     const problem =
       checkpoint === null || checkpoint.origin !== this.origin(org) || checkpoint.size !== shared.size
@@ -135,10 +154,10 @@ export class LogCheckpoints {
             : null;
     if (problem !== null) {
       this.log.error({ org, size: shared.size, problem }, 'the cluster\'s checkpoint board holds a checkpoint this node will not serve; it serves its own');
-      this.fromBoard.set(org, { from: shared.note, checkpoint: null });
+      this.fromBoard.set(org, { from: shared.note, checkpoint: null, rootChecked: own !== null });
       return null;
     }
-    this.fromBoard.set(org, { from: shared.note, checkpoint: signed });
+    this.fromBoard.set(org, { from: shared.note, checkpoint: signed, rootChecked: own !== null });
     return signed;
   }
 

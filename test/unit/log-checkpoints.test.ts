@@ -142,10 +142,40 @@ describe('LogCheckpoints with a cluster checkpoint board', () => {
     checkpoints.tick();
     expect(lines).toHaveLength(2);
     expect(lines[1]).toMatchObject({ problem: 'not signed by this log\'s key' });
-    // The genuine one is served byte for byte as soon as it arrived.
+    // The genuine one, with this node's tree now as large (no tick since): judged as it arrives,
+    // its root read from the tree then, and served byte for byte with no tree read by the request.
+    (mine.trees.tree('org-0') as unknown as MemoryTree).append(leafHash(Buffer.from('two')));
+    mine.read.clear();
+    board.arrive('org-0', { size: 2, note: theirs.note });
+    expect(mine.read.has('org-0')).toBe(true);
+    mine.read.clear();
+    expect(checkpoints.get('org-0')).toMatchObject({ size: 2, note: theirs.note });
+    expect(mine.read.size).toBe(0);
+    expect(lines).toHaveLength(2);
+  });
+
+  it('judges a note it took while its tree trailed again once the tree reaches its size: a root not its own is refused then', () => {
+    const key = generateKeyPairSync('ed25519').privateKey;
+    const board = new Board();
+    const lines: { problem: string }[] = [];
+    const log = createLogger('info', { write: (line: string) => void lines.push(JSON.parse(line)) });
+    const mine = treesOf(1);
+    const checkpoints = new LogCheckpoints(mine.trees, key, 'vigil.example', log, board);
+    checkpoints.tick();
+    const diverged = treesOf(1);
+    (diverged.trees.tree('org-0') as unknown as MemoryTree).append(leafHash(Buffer.from('elsewhere')));
+    const theirs = new LogCheckpoints(diverged.trees, key, 'vigil.example', createLogger('silent')).signAt('org-0', 2);
+    // Signed by the log's key, and this tree cannot say otherwise yet: served.
     board.arrive('org-0', { size: 2, note: theirs.note });
     expect(checkpoints.get('org-0')).toMatchObject({ size: 2, note: theirs.note });
-    expect(lines).toHaveLength(2);
+    expect(lines).toEqual([]);
+    // This node's tree reaches size 2 with another leaf: the tick signs its own and refuses the board's.
+    (mine.trees.tree('org-0') as unknown as MemoryTree).append(leafHash(Buffer.from('two')));
+    checkpoints.tick();
+    expect(lines).toEqual([expect.objectContaining({ problem: 'a root this node\'s tree does not have at that size' })]);
+    const served = checkpoints.get('org-0')!;
+    expect(served.size).toBe(2);
+    expect(served.note).not.toBe(theirs.note);
   });
 
   it('never serves a published root its own tree does not have at that size', () => {

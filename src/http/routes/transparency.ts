@@ -1,7 +1,7 @@
 import type { SignedCheckpoint } from '../../actors/log-checkpoints.js';
 import { consistencyProof } from '../../domain/merkle.js';
-import { parseTilePath, tileLeaves } from '../../domain/tiles.js';
 import { verifierKey } from '../../domain/signed-note.js';
+import { parseTilePath, tileLeaves } from '../../domain/tiles.js';
 import { VigilError } from '../../errors.js';
 import type { AppDeps } from '../deps.js';
 import { errorResponse } from '../errors.js';
