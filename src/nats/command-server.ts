@@ -1,5 +1,6 @@
 import type { Msg, NatsConnection, Subscription } from '@nats-io/transport-node';
 import type { CommandHandler, ServeOptions } from '../bus/command-router.js';
+import { VigilError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { Coalescer, type Keyed } from './coalescer.js';
 import { decodeRequest, encodeAnswer, isPack, packFrames, packLimit, packRuns, requestOrg, unpackFrames, type WireAnswer } from './command-wire.js';
@@ -158,7 +159,9 @@ export class CommandServer {
       return { t: 'reply', reply: await owner.handler(command, { deadline, abandoned }) };
     } catch (error) {
       this.options.log?.error({ err: error, org: command.org }, 'command router: a handler threw');
-      return { t: 'error', message: error instanceof Error ? error.message : String(error) };
+      const message = error instanceof Error ? error.message : String(error);
+      if (!(error instanceof VigilError)) return { t: 'error', message };
+      return { t: 'error', message, code: error.code, ...(error.retryAfterSeconds === undefined ? {} : { retryAfterSeconds: error.retryAfterSeconds }) };
     }
   }
 

@@ -1,4 +1,5 @@
 import type { NotOwner, OrgCommand, OrgReply } from '../bus/messages.js';
+import { ErrorCode } from '../errors.js';
 
 /**
  * What NatsCommandRouter sends over core NATS, JSON-encoded (commands hold only JSON data).
@@ -24,7 +25,7 @@ export type WireAnswer =
   | { t: 'accepted' }
   | { t: 'working' }
   | { t: 'reply'; reply: OrgReply | NotOwner }
-  | { t: 'error'; message: string };
+  | { t: 'error'; message: string; code?: ErrorCode; retryAfterSeconds?: number };
 
 const utf8In = new TextEncoder();
 const utf8Out = new TextDecoder();
@@ -149,8 +150,12 @@ export function decodeAnswer(data: Uint8Array): WireAnswer | null {
       return { t: value.t };
     case 'reply':
       return typeof value.reply === 'object' && value.reply !== null ? { t: 'reply', reply: value.reply } : null;
-    case 'error':
-      return { t: 'error', message: String(value.message) };
+    case 'error': {
+      // A VigilError's code (and Retry-After) travel with it, so the requester answers as the owner would have.
+      const code = Object.values(ErrorCode).find((c) => c === value.code);
+      const retry = typeof value.retryAfterSeconds === 'number' && Number.isFinite(value.retryAfterSeconds) ? { retryAfterSeconds: value.retryAfterSeconds } : {};
+      return { t: 'error', message: String(value.message), ...(code === undefined ? {} : { code, ...retry }) };
+    }
     default:
       return null;
   }

@@ -264,7 +264,8 @@ export class NatsCommandRouter implements CommandRouter {
       case 'reply':
         return signal.reply.ok || signal.reply.code !== 'not_owner' ? { kind: 'reply', reply: signal.reply as ReplyTo<C> } : { kind: 'again' };
       case 'error':
-        throw new Error(signal.message);
+        // The owner's handler threw: a VigilError is thrown here as it was there (a 503 stays a 503).
+        throw signal.code === undefined ? new Error(signal.message) : new VigilError(signal.code, signal.message, undefined, { retryAfterSeconds: signal.retryAfterSeconds });
       case 'no_responders':
         return accepted ? null : { kind: 'again' };
       case 'closed':

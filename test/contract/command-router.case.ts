@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { CommandHandler, CommandRouter, RouterCapability } from '../../src/bus/command-router.js';
 import type { OrgCommand, OrgReply } from '../../src/bus/messages.js';
+import { VigilError } from '../../src/errors.js';
 
 export interface CommandRouterHarness {
   router: CommandRouter;
@@ -94,6 +95,13 @@ export function runCommandRouterContract(name: string, capabilities: readonly Ro
     it('rejects the request when the handler throws (a broken invariant, not a refusal)', withHarness(async (h) => {
       h.router.serve(() => Promise.reject(new Error('handler bug')), { owns: () => true });
       await expect(h.router.request(ingest('o', 1))).rejects.toThrow('handler bug');
+    }));
+
+    it('throws a VigilError the handler throws to the requester with its code and Retry-After (an owner\'s 503 is the requester\'s 503)', withHarness(async (h) => {
+      h.router.serve(() => Promise.reject(new VigilError('unavailable', 'this node\'s copy trails; try again', undefined, { retryAfterSeconds: 1 })), { owns: () => true });
+      const thrown = await h.router.request(ingest('o', 1)).then(() => null, (error: unknown) => error);
+      expect(thrown).toBeInstanceOf(VigilError);
+      expect(thrown).toMatchObject({ code: 'unavailable', message: 'this node\'s copy trails; try again', retryAfterSeconds: 1 });
     }));
 
     it('stops routing to a handler that stopped serving', withHarness(async (h) => {

@@ -33,10 +33,12 @@ describe('command wire (NatsCommandRouter)', () => {
   });
 
   it('round-trips the owner\'s answers and ignores anything else', () => {
-    for (const answer of [{ t: 'accepted' }, { t: 'working' }, { t: 'reply', reply: { ok: false, code: 'not_owner', message: 'moved' } }, { t: 'error', message: 'bug' }] as const) {
+    for (const answer of [{ t: 'accepted' }, { t: 'working' }, { t: 'reply', reply: { ok: false, code: 'not_owner', message: 'moved' } }, { t: 'error', message: 'bug' }, { t: 'error', message: 'trails', code: 'unavailable', retryAfterSeconds: 1 }] as const) {
       expect(decodeAnswer(encodeAnswer(answer))).toEqual(answer);
     }
     expect(decodeAnswer(new TextEncoder().encode('{"t":"other"}'))).toBeNull();
+    // An error code it does not know is dropped (a plain error, 500), and a Retry-After with it.
+    expect(decodeAnswer(new TextEncoder().encode('{"t":"error","message":"m","code":"teapot","retryAfterSeconds":1}'))).toEqual({ t: 'error', message: 'm' });
     expect(decodeAnswer(new TextEncoder().encode('not json'))).toBeNull();
   });
 
