@@ -1,10 +1,13 @@
-import { DeliverPolicy, type Consumer, type ConsumerMessages, type JetStreamClient, type JsMsg, type OrderedConsumerOptions } from '@nats-io/jetstream';
+import { DeliverPolicy, type Consumer, type ConsumerMessages, type JetStreamClient, type JetStreamManager, type JsMsg, type OrderedConsumerOptions } from '@nats-io/jetstream';
 import type { NatsConnection, Status } from '@nats-io/transport-node';
 import type { Logger } from '../log.js';
+import { StallWatch } from './stall-watch.js';
 
 export interface KvFeedArgs {
   nc: NatsConnection;
   js: JetStreamClient;
+  /** Asks the stream's last revision (see StallWatch). */
+  jsm: JetStreamManager;
   /** The bucket's stream, `KV_<bucket>`. */
   stream: string;
   /** Its subjects, `$KV.<bucket>.>`. */
@@ -50,9 +53,16 @@ export class KvFeed {
   private loaded = false;
   private settle: (error?: Error) => void = () => undefined;
   private readonly statuses: AsyncIterable<Status>;
+  private readonly stall: StallWatch;
 
   private constructor(private readonly args: KvFeedArgs) {
     this.statuses = args.nc.status();
+    this.stall = new StallWatch({
+      lastSeq: async () => (await args.jsm.streams.info(args.stream)).state.last_seq,
+      delivered: () => this.delivered,
+      active: () => !this.stopped && this.loaded && this.current !== null,
+      renew: (why) => this.renew(why),
+    });
   }
 
   static async open(args: KvFeedArgs): Promise<KvFeed> {
@@ -74,6 +84,7 @@ export class KvFeed {
   /** Stops delivery at once (nothing is handed over after it is called) and removes the consumer. */
   stop(): Promise<void> {
     this.stopped = true;
+    this.stall.stop();
     // The client's status iterator (a QueuedIterator) has stop(); the type declares AsyncIterable only.
     (this.statuses as Partial<{ stop(): void }>).stop?.();
     this.settle(new Error(`the watch of ${this.args.stream} was stopped before its initial values were loaded`));
@@ -148,6 +159,7 @@ export class KvFeed {
       },
     });
     this.current = { consumer, messages };
+    this.stall.progress();
     if (this.stopped || generation !== this.generation) return; // retired by stop, or by the next round
     if (pending === 0) this.markLoaded();
     void (async () => {
@@ -174,6 +186,7 @@ export class KvFeed {
     if (this.stopped) return;
     if (message.seq > this.delivered) {
       this.delivered = message.seq;
+      this.stall.progress();
       try {
         this.args.take(message);
       } catch (error) {

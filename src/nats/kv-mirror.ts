@@ -69,9 +69,11 @@ export class KvMirror<T> {
     const log = options.log ?? silentLogger();
     const js = jetstream(nc, { timeout: options.timeoutMs ?? 5000 });
     const kv = await ensureBucket(js, options.bucket, options.replicas, log);
-    const mirror = new KvMirror<T>(kv, js, await js.jetstreamManager(), options.bucket, new RevisionMap<T>(options.onChange), log);
+    const jsm = await js.jetstreamManager();
+    const mirror = new KvMirror<T>(kv, js, jsm, options.bucket, new RevisionMap<T>(options.onChange), log);
     mirror.feed = await KvFeed.open({
       nc,
+      jsm,
       // Its own, shorter timeout: a consumer that cannot be made (a server just restarted) is
       // tried again a second later rather than after the writes' 5 s.
       js: jetstream(nc, { timeout: Math.min(options.timeoutMs ?? 5000, 2000) }),

@@ -1,5 +1,6 @@
 import type { Consumer, ConsumerMessages, JetStreamClient, JetStreamManager, JsMsg } from '@nats-io/jetstream';
 import type { Logger } from '../log.js';
+import { StallWatch } from './stall-watch.js';
 
 export interface StreamFeedArgs {
   js: JetStreamClient;
@@ -14,6 +15,8 @@ export interface StreamFeedArgs {
   log: Logger;
   /** Called once the feed has stopped. */
   onEnd(feed: StreamFeed): void;
+  /** See StallWatch (tests). */
+  stallMs?: number;
 }
 
 /** How long a failed renewal waits before the next try. */
@@ -37,7 +40,8 @@ const LOST = new Set(['reset', 'heartbeats_missed', 'consumer_deleted', 'consume
  * a new one itself, from the message after the last it handed over, rather than leave it to the
  * client: @nats-io/jetstream 3.4's ordered reset keeps the old pull's pending count, which stalls
  * delivery until the pull expires. Messages of a replaced consumer are ignored from then on, so
- * nothing is handed twice or out of order.
+ * nothing is handed twice or out of order. A consumer silent while the stream holds more is
+ * replaced too (StallWatch).
  */
 export class StreamFeed {
   private delivered: number;
@@ -47,9 +51,17 @@ export class StreamFeed {
   private ending: Promise<void> | null = null;
   private replayedTo = 0;
   private replayed: (error?: Error) => void = () => undefined;
+  private readonly stall: StallWatch;
 
   private constructor(private readonly args: StreamFeedArgs) {
     this.delivered = args.startSeq - 1;
+    this.stall = new StallWatch({
+      lastSeq: async () => (await args.jsm.streams.info(args.stream)).state.last_seq,
+      delivered: () => this.delivered,
+      active: () => !this.stopped && this.current !== null,
+      renew: (why) => this.renew(why),
+      stallMs: args.stallMs,
+    });
   }
 
   /** Resolves once the messages in the stream when it was called have been handed over. */
@@ -73,6 +85,7 @@ export class StreamFeed {
   /** Stops delivery at once (no message is handed after it is called) and removes the consumer. */
   stop(): Promise<void> {
     this.stopped = true;
+    this.stall.stop();
     this.replayed(new Error(`the ${this.args.name} subscription was stopped before its replay ended`));
     this.ending ??= this.retire().finally(() => this.args.onEnd(this));
     return this.ending;
@@ -88,6 +101,7 @@ export class StreamFeed {
       },
     });
     this.current = { consumer, messages };
+    this.stall.progress();
     if (this.stopped) {
       await this.retire(); // stopped while it was being made
       return;
@@ -134,6 +148,7 @@ export class StreamFeed {
   private take(message: JsMsg): void {
     if (this.stopped || message.seq <= this.delivered) return;
     this.delivered = message.seq;
+    this.stall.progress();
     try {
       this.args.deliver(message);
     } catch (error) {
