@@ -158,7 +158,9 @@ export class CommandServer {
     try {
       return { t: 'reply', reply: await owner.handler(command, { deadline, abandoned }) };
     } catch (error) {
-      this.options.log?.error({ err: error, org: command.org }, 'command router: a handler threw');
+      // A refusal (a replica trailing: 503, try again) is expected while a node catches up; anything else is a bug.
+      if (error instanceof VigilError) this.options.log?.warn({ err: error, org: command.org }, 'command router: a handler refused');
+      else this.options.log?.error({ err: error, org: command.org }, 'command router: a handler threw');
       const message = error instanceof Error ? error.message : String(error);
       if (!(error instanceof VigilError)) return { t: 'error', message };
       return { t: 'error', message, code: error.code, ...(error.retryAfterSeconds === undefined ? {} : { retryAfterSeconds: error.retryAfterSeconds }) };

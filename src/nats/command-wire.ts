@@ -153,7 +153,7 @@ export function decodeAnswer(data: Uint8Array): WireAnswer | null {
     case 'error': {
       // A VigilError's code (and Retry-After) travel with it, so the requester answers as the owner would have.
       const code = Object.values(ErrorCode).find((c) => c === value.code);
-      const retry = typeof value.retryAfterSeconds === 'number' && Number.isFinite(value.retryAfterSeconds) ? { retryAfterSeconds: value.retryAfterSeconds } : {};
+      const retry = Number.isSafeInteger(value.retryAfterSeconds) && (value.retryAfterSeconds as number) >= 0 ? { retryAfterSeconds: value.retryAfterSeconds } : {};
       return { t: 'error', message: String(value.message), ...(code === undefined ? {} : { code, ...retry }) };
     }
     default:

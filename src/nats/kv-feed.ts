@@ -15,6 +15,8 @@ export interface KvFeedArgs {
   /** Handed each message once, in stream order; what it throws is logged. */
   take(message: JsMsg): void;
   log: Logger;
+  /** See StallWatch (tests). */
+  stallMs?: number;
 }
 
 /** How long a failed renewal waits before the next try. */
@@ -60,8 +62,9 @@ export class KvFeed {
     this.stall = new StallWatch({
       lastSeq: async () => (await args.jsm.streams.info(args.stream)).state.last_seq,
       delivered: () => this.delivered,
-      active: () => !this.stopped && this.loaded && this.current !== null,
+      active: () => !this.stopped && this.current !== null,
       renew: (why) => this.renew(why),
+      stallMs: args.stallMs,
     });
   }
 
@@ -159,7 +162,7 @@ export class KvFeed {
       },
     });
     this.current = { consumer, messages };
-    this.stall.progress();
+    this.stall.started();
     if (this.stopped || generation !== this.generation) return; // retired by stop, or by the next round
     if (pending === 0) this.markLoaded();
     void (async () => {
@@ -186,7 +189,7 @@ export class KvFeed {
     if (this.stopped) return;
     if (message.seq > this.delivered) {
       this.delivered = message.seq;
-      this.stall.progress();
+      this.stall.delivered();
       try {
         this.args.take(message);
       } catch (error) {

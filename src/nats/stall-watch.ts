@@ -1,6 +1,9 @@
 /** How long a feed may hand over nothing before it asks the stream whether it holds more. */
 export const STALL_MS = 3000;
 
+/** The longest quiet time a feed whose replacements did not help waits before the next (see StallWatch). */
+const MAX_STALL_MS = 60_000;
+
 export interface StallWatchArgs {
   /** The stream's last sequence, from the stream's leader (a request). */
   lastSeq(): Promise<number>;
@@ -18,27 +21,44 @@ export interface StallWatchArgs {
  * Watches a stream feed (StreamFeed, KvFeed) for a consumer gone silent with nothing reported: made
  * while a nats-server of the cluster restarts, an ordered consumer was seen to answer heartbeats
  * and deliver nothing (in the cluster fault tests: a node's ledger replica then trailed the stream
- * for good, and its org's writes were refused with 503 until the test gave up). A feed that has
- * handed over nothing for `stallMs` asks the stream for its last sequence, and has its consumer
- * replaced if the stream holds messages it has not handed over; an idle stream is asked again only
- * after another quiet `stallMs`.
+ * for good, and its org's writes were refused with 503 until the test gave up).
+ *
+ * A feed that has handed over nothing for `stallMs` asks the stream for its last sequence; if the
+ * stream holds messages past the last handed over, and still does one check later (a message
+ * published just then is not a stall), the consumer is replaced. An idle stream is asked again
+ * after another quiet `stallMs`. Each replacement that hands over nothing doubles the quiet time
+ * before the next (up to a minute), so a stream whose last messages cannot be delivered (aged out
+ * or purged by an operator) costs a warning a minute, not a consumer every few seconds.
  */
 export class StallWatch {
-  /** When the feed last showed progress (a message handed over, a consumer made) or the stream was asked. */
-  private progressAt = performance.now();
+  /** When the feed last handed over a message, made a consumer, or asked the stream (ms, monotonic). */
+  private quietSince = performance.now();
+  /** The quiet time that makes the feed ask: stallMs, doubled by each replacement that did not help. */
+  private quietMs: number;
+  /** The stream was found ahead at the last check: one more check, and the consumer is replaced. */
+  private suspect = false;
   private asking = false;
   private readonly timer: NodeJS.Timeout;
   private readonly stallMs: number;
 
   constructor(private readonly args: StallWatchArgs) {
     this.stallMs = args.stallMs ?? STALL_MS;
+    this.quietMs = this.stallMs;
     this.timer = setInterval(() => void this.check(), this.stallMs / 3);
     this.timer.unref();
   }
 
-  /** A message handed over, or a consumer made. */
-  progress(): void {
-    this.progressAt = performance.now();
+  /** A message handed over. */
+  delivered(): void {
+    this.quietSince = performance.now();
+    this.quietMs = this.stallMs;
+    this.suspect = false;
+  }
+
+  /** A consumer made. */
+  started(): void {
+    this.quietSince = performance.now();
+    this.suspect = false;
   }
 
   stop(): void {
@@ -46,16 +66,22 @@ export class StallWatch {
   }
 
   private async check(): Promise<void> {
-    if (this.asking || !this.args.active() || performance.now() - this.progressAt < this.stallMs) return;
-    const silentSince = this.progressAt;
+    if (this.asking || !this.args.active() || performance.now() - this.quietSince < (this.suspect ? this.stallMs / 3 : this.quietMs)) return;
+    const since = this.quietSince;
     this.asking = true;
     try {
       const last = await this.args.lastSeq();
-      if (this.progressAt !== silentSince || !this.args.active()) return; // progress, or a renewal, meanwhile
-      if (last > this.args.delivered()) {
-        this.args.renew(`stalled: the stream holds up to ${last}, nothing handed over past ${this.args.delivered()} for ${Math.round((performance.now() - silentSince) / 1000)} s`);
+      if (this.quietSince !== since || !this.args.active()) return; // a message, or a new consumer, meanwhile
+      if (last <= this.args.delivered()) {
+        this.suspect = false;
+        this.quietSince = performance.now(); // idle: asked again after another quiet spell
+      } else if (!this.suspect) {
+        this.suspect = true;
+        this.quietSince = performance.now();
       } else {
-        this.progressAt = performance.now();
+        const quiet = Math.round((performance.now() - since + this.quietMs) / 1000);
+        this.quietMs = Math.min(this.quietMs * 2, MAX_STALL_MS);
+        this.args.renew(`stalled: the stream holds up to ${last}, nothing handed over past ${this.args.delivered()} for ${quiet} s`);
       }
     } catch {
       // The stream did not answer (a server restarting): the consumer's own reports cover that.

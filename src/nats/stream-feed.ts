@@ -67,12 +67,13 @@ export class StreamFeed {
   /** Resolves once the messages in the stream when it was called have been handed over. */
   static async open(args: StreamFeedArgs): Promise<StreamFeed> {
     const feed = new StreamFeed(args);
-    feed.replayedTo = (await args.jsm.streams.info(args.stream)).state.last_seq;
     const replay = new Promise<void>((resolve, reject) => {
       feed.replayed = (error) => (error === undefined ? resolve() : reject(error));
     });
-    if (feed.replayedTo <= feed.delivered) feed.replayed();
+    replay.catch(() => undefined); // rejected by stop() below when nothing awaits it any more: not unhandled
     try {
+      feed.replayedTo = (await args.jsm.streams.info(args.stream)).state.last_seq;
+      if (feed.replayedTo <= feed.delivered) feed.replayed();
       await feed.begin();
       await replay;
     } catch (error) {
@@ -101,7 +102,7 @@ export class StreamFeed {
       },
     });
     this.current = { consumer, messages };
-    this.stall.progress();
+    this.stall.started();
     if (this.stopped) {
       await this.retire(); // stopped while it was being made
       return;
@@ -148,7 +149,7 @@ export class StreamFeed {
   private take(message: JsMsg): void {
     if (this.stopped || message.seq <= this.delivered) return;
     this.delivered = message.seq;
-    this.stall.progress();
+    this.stall.delivered();
     try {
       this.args.deliver(message);
     } catch (error) {

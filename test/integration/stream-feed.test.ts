@@ -1,6 +1,8 @@
 import { jetstream, jetstreamManager, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
+import { Kvm } from '@nats-io/kv';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { KvFeed } from '../../src/nats/kv-feed.js';
 import { StreamFeed } from '../../src/nats/stream-feed.js';
 import { captureLogger, type LogLine } from '../support/logs.js';
 import { natsAvailable, startNats, type NatsServers } from '../support/nats.js';
@@ -52,6 +54,43 @@ run('StreamFeed (real nats-server)', () => {
       expect(renewals()).toHaveLength(1);
       await js.publish('feed.a', new TextEncoder().encode('4'));
       await expect.poll(() => handed).toEqual([1, 2, 3, 4]);
+    } finally {
+      await feed.stop();
+    }
+  });
+
+  it('a KV watch whose first consumer delivers nothing is replaced too, before its initial values are in', async () => {
+    const kv = await new Kvm(nc).create('stalled', { history: 1 });
+    await kv.put('one', '1');
+    await kv.put('two', '2');
+    let made = 0;
+    const picky = { consumers: { get: (stream: string, options: object) => (made++ === 0 ? js.consumers.get('QUIET', {}) : js.consumers.get(stream, options)) } } as unknown as JetStreamClient;
+    const taken: string[] = [];
+    const lines: LogLine[] = [];
+    // The silent consumer has nothing pending, so the watch takes its initial values as loaded.
+    const feed = await KvFeed.open({ nc, js: picky, jsm, stream: 'KV_stalled', subjects: '$KV.stalled.>', take: (m) => taken.push(m.subject), log: captureLogger(lines), stallMs: 300 });
+    try {
+      await expect.poll(() => taken, { timeout: 5000 }).toEqual(['$KV.stalled.one', '$KV.stalled.two']);
+      expect(made).toBe(2);
+      expect(lines.filter((l) => l.msg === 'kv watch renews its consumer').map((l) => String(l.fields?.why))).toEqual([expect.stringMatching(/^stalled: the stream holds up to 2, nothing handed over past 0/)]);
+    } finally {
+      await feed.stop();
+    }
+  });
+
+  it('keeps replacing a consumer that never delivers, each time after twice the quiet time (a stream tail that cannot be delivered costs a warning a minute at most)', async () => {
+    const kv = await new Kvm(nc).create('never', { history: 1 });
+    await kv.put('k', 'v');
+    const silent = { consumers: { get: () => js.consumers.get('QUIET', {}) } } as unknown as JetStreamClient;
+    const lines: LogLine[] = [];
+    const feed = await KvFeed.open({ nc, js: silent, jsm, stream: 'KV_never', subjects: '$KV.never.>', take: () => undefined, log: captureLogger(lines), stallMs: 100 });
+    try {
+      await new Promise((r) => setTimeout(r, 1600));
+      // Quiet 0.1 s, 0.2, 0.4, 0.8 (each plus a confirming check): three or four by 1.6 s; without
+      // the doubling it would be about ten.
+      const renewals = lines.filter((l) => l.msg === 'kv watch renews its consumer').length;
+      expect(renewals).toBeGreaterThanOrEqual(2);
+      expect(renewals).toBeLessThanOrEqual(5);
     } finally {
       await feed.stop();
     }

@@ -39,6 +39,7 @@ describe('command wire (NatsCommandRouter)', () => {
     expect(decodeAnswer(new TextEncoder().encode('{"t":"other"}'))).toBeNull();
     // An error code it does not know is dropped (a plain error, 500), and a Retry-After with it.
     expect(decodeAnswer(new TextEncoder().encode('{"t":"error","message":"m","code":"teapot","retryAfterSeconds":1}'))).toEqual({ t: 'error', message: 'm' });
+    expect(decodeAnswer(new TextEncoder().encode('{"t":"error","message":"m","code":"unavailable","retryAfterSeconds":-1.5}'))).toEqual({ t: 'error', message: 'm', code: 'unavailable' });
     expect(decodeAnswer(new TextEncoder().encode('not json'))).toBeNull();
   });
 
