@@ -3,30 +3,19 @@ import { describe, expect, it } from 'vitest';
 import { inclusionProof, leafHash, MemoryTree } from '../../src/domain/merkle.js';
 import { STRIPE_WIDTH, StripedTree } from '../../src/domain/striped-tree.js';
 import { inclusionBody } from '../../src/http/routes/inclusion-body.js';
+import { MapStripes } from '../support/map-stripes.js';
 
 const leaf = (i: number): Buffer => leafHash(createHash('sha256').update(`leaf ${i}`).digest());
-
-/** Stored stripes in a map; a reader handing out whole stripes for even slots and lone hashes for odd ones (both shapes StripeReader allows). */
-class MapStore {
-  readonly stripes = new Map<string, Buffer>();
-  stripe(level: number, index: number): Buffer | undefined {
-    return this.stripes.get(`${level}/${index}`);
-  }
-  holding(level: number, index: number, slot: number): Buffer | undefined {
-    const stripe = this.stripe(level, index);
-    return slot % 2 === 0 ? stripe : stripe === undefined ? undefined : Buffer.from(stripe.subarray(slot * 32, slot * 32 + 32));
-  }
-}
 
 const N = STRIPE_WIDTH * STRIPE_WIDTH + 300; // a full level-1 stripe, part-filled edges on every level
 
 describe('the inclusion proof body, written straight into bytes', () => {
   const reference = new MemoryTree();
-  const store = new MapStore();
+  const store = new MapStripes({ copyHashes: true });
   const tree = StripedTree.empty(store);
   for (let i = 0; i < N; i++) {
     reference.append(leaf(i));
-    for (const s of tree.append(leaf(i))) store.stripes.set(`${s.level}/${s.index}`, Buffer.from(s.bytes));
+    store.put(tree.append(leaf(i)));
   }
   const note = 'example.org/log\n65836\nq8Qb2c=\n\n— example.org/log AAAA\n';
   const expected = (seq: number, size: number, checkpoint: string | null): string =>

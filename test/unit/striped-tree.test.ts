@@ -1,38 +1,17 @@
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { consistencyProof, inclusionProof, leafHash, MemoryTree, nodeHash, rootAt } from '../../src/domain/merkle.js';
-import { jsNodes, STRIPE_WIDTH, StripedTree, type Stripe } from '../../src/domain/striped-tree.js';
+import { jsNodes, STRIPE_WIDTH, StripedTree } from '../../src/domain/striped-tree.js';
 import { nativeSha256Nodes } from '../../src/store/batch-hash.js';
+import { MapStripes } from '../support/map-stripes.js';
 
 const leaf = (i: number): Buffer => leafHash(createHash('sha256').update(`leaf ${i}`).digest());
-
-/** Stripes kept in a map, as the LMDB table keeps them. */
-class MapStore {
-  readonly stripes = new Map<string, Buffer>();
-  reads = 0;
-  stripe(level: number, index: number): Buffer | undefined {
-    this.reads++;
-    return this.stripes.get(`${level}/${index}`);
-  }
-  /** Both shapes a reader may give (see StripeReader.holding): the whole stripe for an even slot, the hash alone for an odd one. */
-  holding(level: number, index: number, slot: number): Buffer | undefined {
-    const stripe = this.stripe(level, index);
-    return slot % 2 === 0 ? stripe : stripe?.subarray(slot * 32, slot * 32 + 32);
-  }
-  put(filled: readonly Stripe[]): void {
-    for (const s of filled) {
-      expect(this.stripes.has(`${s.level}/${s.index}`), `stripe ${s.level}/${s.index} stored twice`).toBe(false);
-      if (s.index > 0) expect(this.stripes.has(`${s.level}/${s.index - 1}`), `stripe ${s.level}/${s.index} before the one it follows`).toBe(true);
-      this.stripes.set(`${s.level}/${s.index}`, Buffer.from(s.bytes));
-    }
-  }
-}
 
 const N = 3 * STRIPE_WIDTH * STRIPE_WIDTH + 700; // three level-1 stripes filled, and a part-filled edge on every level
 
 describe('a Merkle tree kept as stripes of 256 hashes', () => {
   const reference = new MemoryTree();
-  const store = new MapStore();
+  const store = new MapStripes();
   const tree = StripedTree.empty(store);
   for (let i = 0; i < N; i++) {
     reference.append(leaf(i));
@@ -69,7 +48,7 @@ describe('a Merkle tree kept as stripes of 256 hashes', () => {
   it('resumes from storage at any whole stripe and goes on to the same tree', () => {
     for (const at of [0, 256, 512, 65_536, 131_072 + 256, Math.floor(N / 256) * 256]) {
       // Storage as it was when the tree had `at` leaves: level 0's first at/256 stripes, and what they filled above.
-      const earlier = new MapStore();
+      const earlier = new MapStripes();
       for (const [key, bytes] of store.stripes) {
         const [level, index] = key.split('/').map(Number) as [number, number];
         if ((index + 1) * STRIPE_WIDTH * 2 ** level <= at) earlier.stripes.set(key, bytes);
@@ -85,7 +64,7 @@ describe('a Merkle tree kept as stripes of 256 hashes', () => {
 
   it('refuses to resume a size that is not whole stripes, and says when a stored stripe is gone', () => {
     expect(() => StripedTree.resume(store, 300)).toThrow(RangeError);
-    const broken = new MapStore();
+    const broken = new MapStripes();
     for (const [key, bytes] of store.stripes) if (key !== '0/1') broken.stripes.set(key, bytes);
     const resumed = StripedTree.resume(broken, 1024);
     expect(() => resumed.node(0, 300)).toThrow(/stripe 0\/1 .* missing/);
@@ -101,8 +80,8 @@ describe('appending leaves a batch at a time', () => {
     it.skipIf(hashNodes === null)(`gives the same nodes, stripes and proofs as leaf by leaf (${name} hashing)`, () => {
       if (hashNodes === null) throw new Error('skipped');
       const reference = new MemoryTree();
-      const single = new MapStore();
-      const batched = new MapStore();
+      const single = new MapStripes();
+      const batched = new MapStripes();
       const one = StripedTree.empty(single);
       const many = StripedTree.empty(batched);
       let i = 0;
@@ -128,7 +107,7 @@ describe('appending leaves a batch at a time', () => {
   }
 
   it('keeps the stripe filling small for a small tree, and hashes read from it unchanged while it grows and fills', () => {
-    const store = new MapStore();
+    const store = new MapStripes();
     const tree = StripedTree.empty(store);
     store.put(tree.appendAll(Array.from({ length: 5 }, (_, i) => leaf(i)), nativeSha256Nodes ?? jsNodes));
     // Five leaves: no level holds a stripe's 8 KB.
