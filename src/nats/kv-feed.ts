@@ -1,6 +1,7 @@
 import { DeliverPolicy, type Consumer, type ConsumerMessages, type JetStreamClient, type JetStreamManager, type JsMsg, type OrderedConsumerOptions } from '@nats-io/jetstream';
 import type { NatsConnection, Status } from '@nats-io/transport-node';
 import type { Logger } from '../log.js';
+import { LOST, PULL, RETRY_MS } from './feed-consumer.js';
 import { StallWatch } from './stall-watch.js';
 
 export interface KvFeedArgs {
@@ -18,15 +19,6 @@ export interface KvFeedArgs {
   /** See StallWatch (tests). */
   stallMs?: number;
 }
-
-/** How long a failed renewal waits before the next try. */
-const RETRY_MS = 1000;
-
-/** As LedgerFeed: a lost consumer is noticed in about 2 s (two missed heartbeats). */
-const PULL = { expires: 5000, idle_heartbeat: 1000 };
-
-/** What the client reports when the consumer it pulls from is gone or is being replaced. */
-const LOST = new Set(['reset', 'heartbeats_missed', 'consumer_deleted', 'consumer_not_found', 'stream_not_found']);
 
 /**
  * A KV bucket's watch: the last value of every key, then every change, each message once and in
@@ -59,13 +51,7 @@ export class KvFeed {
 
   private constructor(private readonly args: KvFeedArgs) {
     this.statuses = args.nc.status();
-    this.stall = new StallWatch({
-      lastSeq: async () => (await args.jsm.streams.info(args.stream)).state.last_seq,
-      delivered: () => this.delivered,
-      active: () => !this.stopped && this.current !== null,
-      renew: (why) => this.renew(why),
-      stallMs: args.stallMs,
-    });
+    this.stall = new StallWatch(args, { delivered: () => this.delivered, active: () => !this.stopped && this.current !== null, renew: (why) => this.renew(why) });
   }
 
   static async open(args: KvFeedArgs): Promise<KvFeed> {

@@ -1,20 +1,28 @@
+import type { JetStreamManager } from '@nats-io/jetstream';
+
 /** How long a feed may hand over nothing before it asks the stream whether it holds more. */
 export const STALL_MS = 3000;
 
 /** The longest quiet time a feed whose replacements did not help waits before the next (see StallWatch). */
 const MAX_STALL_MS = 60_000;
 
-export interface StallWatchArgs {
-  /** The stream's last sequence, from the stream's leader (a request). */
-  lastSeq(): Promise<number>;
+/** The stream a feed follows. */
+export interface WatchedStream {
+  /** Asks the stream's last sequence, from the stream's leader. */
+  jsm: JetStreamManager;
+  stream: string;
+  /** How long a silent feed waits before it asks (tests; default STALL_MS). */
+  stallMs?: number;
+}
+
+/** The feed watched. */
+export interface WatchedFeed {
   /** The last sequence the feed handed over. */
   delivered(): number;
   /** Whether the feed has a consumer now (not while it is making one). */
   active(): boolean;
   /** Replaces the consumer. */
   renew(why: string): void;
-  /** How long a silent feed waits before it asks (tests; default STALL_MS). */
-  stallMs?: number;
 }
 
 /**
@@ -41,8 +49,11 @@ export class StallWatch {
   private readonly timer: NodeJS.Timeout;
   private readonly stallMs: number;
 
-  constructor(private readonly args: StallWatchArgs) {
-    this.stallMs = args.stallMs ?? STALL_MS;
+  constructor(
+    private readonly stream: WatchedStream,
+    private readonly feed: WatchedFeed,
+  ) {
+    this.stallMs = stream.stallMs ?? STALL_MS;
     this.quietMs = this.stallMs;
     this.timer = setInterval(() => void this.check(), this.stallMs / 3);
     this.timer.unref();
@@ -66,13 +77,13 @@ export class StallWatch {
   }
 
   private async check(): Promise<void> {
-    if (this.asking || !this.args.active() || performance.now() - this.quietSince < (this.suspect ? this.stallMs / 3 : this.quietMs)) return;
+    if (this.asking || !this.feed.active() || performance.now() - this.quietSince < (this.suspect ? this.stallMs / 3 : this.quietMs)) return;
     const since = this.quietSince;
     this.asking = true;
     try {
-      const last = await this.args.lastSeq();
-      if (this.quietSince !== since || !this.args.active()) return; // a message, or a new consumer, meanwhile
-      if (last <= this.args.delivered()) {
+      const last = (await this.stream.jsm.streams.info(this.stream.stream)).state.last_seq;
+      if (this.quietSince !== since || !this.feed.active()) return; // a message, or a new consumer, meanwhile
+      if (last <= this.feed.delivered()) {
         this.suspect = false;
         this.quietSince = performance.now(); // idle: asked again after another quiet spell
       } else if (!this.suspect) {
@@ -81,7 +92,7 @@ export class StallWatch {
       } else {
         const quiet = Math.round((performance.now() - since + this.quietMs) / 1000);
         this.quietMs = Math.min(this.quietMs * 2, MAX_STALL_MS);
-        this.args.renew(`stalled: the stream holds up to ${last}, nothing handed over past ${this.args.delivered()} for ${quiet} s`);
+        this.feed.renew(`stalled: the stream holds up to ${last}, nothing handed over past ${this.feed.delivered()} for ${quiet} s`);
       }
     } catch {
       // The stream did not answer (a server restarting): the consumer's own reports cover that.

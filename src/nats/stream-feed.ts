@@ -1,5 +1,6 @@
 import type { Consumer, ConsumerMessages, JetStreamClient, JetStreamManager, JsMsg } from '@nats-io/jetstream';
 import type { Logger } from '../log.js';
+import { LOST, PULL, RETRY_MS } from './feed-consumer.js';
 import { StallWatch } from './stall-watch.js';
 
 export interface StreamFeedArgs {
@@ -18,19 +19,6 @@ export interface StreamFeedArgs {
   /** See StallWatch (tests). */
   stallMs?: number;
 }
-
-/** How long a failed renewal waits before the next try. */
-const RETRY_MS = 1000;
-
-/**
- * Pulls expire after 5 s with a server heartbeat every second: two missed heartbeats (the server
- * holding the consumer is gone; R1 consumers are not replicated) are noticed in about 2 s, where
- * the client's defaults (30 s / 15 s) would leave the feed silent for half a minute.
- */
-const PULL = { expires: 5000, idle_heartbeat: 1000 };
-
-/** What the client reports when the consumer it pulls from is gone or is being replaced. */
-const LOST = new Set(['reset', 'heartbeats_missed', 'consumer_deleted', 'consumer_not_found', 'stream_not_found']);
 
 /**
  * Feeds a stream, from a start sequence, to `deliver` through an ordered consumer: every message
@@ -55,13 +43,7 @@ export class StreamFeed {
 
   private constructor(private readonly args: StreamFeedArgs) {
     this.delivered = args.startSeq - 1;
-    this.stall = new StallWatch({
-      lastSeq: async () => (await args.jsm.streams.info(args.stream)).state.last_seq,
-      delivered: () => this.delivered,
-      active: () => !this.stopped && this.current !== null,
-      renew: (why) => this.renew(why),
-      stallMs: args.stallMs,
-    });
+    this.stall = new StallWatch(args, { delivered: () => this.delivered, active: () => !this.stopped && this.current !== null, renew: (why) => this.renew(why) });
   }
 
   /** Resolves once the messages in the stream when it was called have been handed over. */
