@@ -3,6 +3,7 @@ import { GENESIS_HASH, type LedgerRow } from '../domain/ledger.js';
 import { emptyOrgState, evolve, type AgentEntry, type HeldAction, type OrgState, type Refusal } from '../domain/org-state.js';
 import type { Policy } from '../domain/policy.js';
 import { parseRecord } from '../domain/records.js';
+import { VigilError } from '../errors.js';
 
 /** An org writer's state as plain data, for a checkpoint. */
 export interface WriterSnapshot {
@@ -143,4 +144,17 @@ export function damagedRefusal(org: string, seq: number): Refusal {
     code: 'ledger_damaged',
     message: `the ledger of org ${org} cannot be read at seq ${seq}: writes to this org are refused until an operator repairs it (reads still work; GET /audit/{agent_id}/verify names the row)`,
   };
+}
+
+/**
+ * The answer to a read of an org's ledger that meets an unreadable row (`parseRecord`'s test, the
+ * one the writer's replay applies): reads serve what precedes the row, never it or what follows.
+ * `details` names the row as the dotted path `ledger.<seq>`.
+ */
+export function damagedRead(org: string, seq: number): VigilError {
+  return new VigilError(
+    'ledger_damaged',
+    `the ledger of org ${org} cannot be read at seq ${seq}: reads stop before that row, and writes to this org are refused until an operator repairs it (GET /audit/{agent_id}/verify names the row)`,
+    [{ path: `ledger.${seq}`, message: 'this row cannot be read' }],
+  );
 }

@@ -1,4 +1,5 @@
 import type { AgentDirectory, AgentSummary } from '../actors/agent-directory.js';
+import { damagedRead } from '../actors/org-recovery.js';
 import { buildBundle, type BuiltBundle } from '../domain/bundle.js';
 import { CHECKPOINT_FILE, MERKLE_FILE, merkleFileText, type MerkleFile } from '../domain/bundle-log.js';
 import { exportLine, type LedgerRow } from '../domain/ledger.js';
@@ -38,7 +39,8 @@ export function buildOrgBundle(ledger: Pick<LedgerReader, 'get' | 'range'>, dire
     ledgerLines.push(exportLine(row) + '\n');
     last = row;
     const record = parseRecord(row);
-    if (record === null) throw new Error(`ledger row ${row.seq} of ${req.org} cannot be read`);
+    // A bundle is whole or nothing: a damaged row in its window refuses it (503 ledger_damaged).
+    if (record === null) throw damagedRead(req.org, row.seq);
     if (record.kind === 'event') {
       const body = record.body;
       if (body.policy_digest !== undefined) digests.add(body.policy_digest);

@@ -28,7 +28,7 @@ exit status: 0 done; 1 an error; 2 bad arguments`,
        vigil verify <bundle.tar.gz|bundle dir> [--manifest-sha256 <hex>] [--key <vkey|@file>]
   A ledger file (GET /audit/export): checks every record's hash and its link to the one before,
   offline, with the server's own chain code. Prints a JSON report, then OK or FAILED with the first
-  bad seq.
+  bad seq (an export cut short by a damaged row ends with an error line: it fails there).
   A bundle (POST /exports/bundle): checks its chain, its manifest, and its records against the
   signed log checkpoint it carries.
   --manifest-sha256 <hex>  the bundle's digest as GET /exports lists it: the bundle must match it

@@ -22,10 +22,11 @@ export async function verifyLedgerFile(path: string, progress?: (at: FileProgres
   let records = 0;
   for await (const line of lines) {
     if (line.trim() === '') continue;
-    let record: ExportedRecord;
     try {
-      record = JSON.parse(line) as ExportedRecord;
-      verifier.push(rowFromExport(record));
+      const record = JSON.parse(line) as ExportedRecord & { error?: { code?: unknown; message?: unknown } };
+      // An export that met a damaged row ends with an error line instead of the rest of the ledger.
+      if (record.error !== undefined) verifier.fail(`the export ended with an error: ${String(record.error?.code)}: ${String(record.error?.message)}`);
+      else verifier.push(rowFromExport(record));
     } catch (error) {
       verifier.fail(`unreadable record: ${(error as Error).message}`);
     }

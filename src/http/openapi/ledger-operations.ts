@@ -69,7 +69,8 @@ export const LEDGER_OPERATIONS: Readonly<Record<string, Operation>> = {
   'GET /audit/export': audit({
     summary: 'Export the ledger (JSON Lines)',
     description:
-      'The org\'s ledger records with seq in (since_seq, until_seq], streamed one JSON record a line: `{seq, kind, recorded_at, agent_id, body, content_hash, prev_hash, chain_hash}` (DESIGN §4). An until_seq past the head is cut at the head.',
+      'The org\'s ledger records with seq in (since_seq, until_seq], streamed one JSON record a line: `{seq, kind, recorded_at, agent_id, body, content_hash, prev_hash, chain_hash}` (DESIGN §4). An until_seq past the head is cut at the head. ' +
+      'A damaged row (one that cannot be read) ends the export, whoever\'s it is: the records before it, then one trailer line that is not a record, `{"error":{"code":"ledger_damaged","message","details":[{"path":"ledger.<seq>","message"}]}}`, and nothing after. Met before the first record, it is a 503 `ledger_damaged` with that body instead.',
     tag: 'Audit',
     query: z.object({
       since_seq: exportQuery.shape.since_seq.describe('Exclusive: records after this seq; default 0 (from the first)'),
@@ -78,7 +79,7 @@ export const LEDGER_OPERATIONS: Readonly<Record<string, Operation>> = {
     }),
     responses: {
       200: {
-        description: 'JSON Lines, one ledger record a line',
+        description: 'JSON Lines, one ledger record a line (the last may be the `ledger_damaged` trailer, see above)',
         contentType: 'application/x-ndjson',
         headers: { 'X-Vigil-Ledger-Head-Seq': 'The org\'s last seq when the export began' },
       },

@@ -1,6 +1,8 @@
 import { z } from 'zod';
 import { agentId } from '../../domain/schemas.js';
-import { exportLine } from '../../domain/ledger.js';
+import { damagedRead } from '../../actors/org-recovery.js';
+import { exportLine, type LedgerRow } from '../../domain/ledger.js';
+import { parseRecord } from '../../domain/records.js';
 import { VigilError } from '../../errors.js';
 import type { AppDeps } from '../deps.js';
 import type { Route } from '../router.js';
@@ -13,7 +15,6 @@ export const exportQuery = z.object({
   agent_id: agentId.optional(),
 });
 export const verifyQuery = z.object({ head: z.string().regex(/^[0-9a-f]{64}$/, 'a 64-character lowercase hex hash').optional() });
-
 
 /** Ledger export (JSON Lines, streamed) and chain verification. */
 export function auditRoutes(deps: AppDeps): Route[] {
@@ -33,11 +34,11 @@ export function auditRoutes(deps: AppDeps): Route[] {
             { path: 'until_seq', message: 'must be >= since_seq' },
           ]);
         }
-        const rows = deps.ledger.range(key.org, since + 1, until);
-        const lines = function* (): Iterable<string> {
-          for (const row of rows) if (q.agent_id === undefined || row.agentId === q.agent_id) yield exportLine(row);
-        };
-        return { lines: lines(), contentType: 'application/x-ndjson', headers: { 'x-vigil-ledger-head-seq': String(last) } };
+        const lines = exportLines(key.org, deps.ledger.range(key.org, since + 1, until), q.agent_id);
+        // Up to the first line is read now, while a damaged row met before it can still be an
+        // error status; one met later can only end the 200's body.
+        const first = lines.next();
+        return { lines: resume(first, lines), contentType: 'application/x-ndjson', headers: { 'x-vigil-ledger-head-seq': String(last) } };
       },
     },
     {
@@ -70,4 +71,30 @@ export function auditRoutes(deps: AppDeps): Route[] {
       },
     },
   ];
+}
+
+/**
+ * The export's lines: the window's rows (of one agent when asked) up to the first damaged row,
+ * whoever's it is (its agent cannot be trusted). Met before any line, a damaged row throws
+ * `ledger_damaged` (503); met after, it ends the lines with one trailer that is not a ledger
+ * record, `{"error":{code, message, details}}`, and nothing follows it.
+ */
+function* exportLines(org: string, rows: Iterable<LedgerRow>, agentId: string | undefined): Generator<string> {
+  let sent = false;
+  for (const row of rows) {
+    if (parseRecord(row) === null) {
+      const damaged = damagedRead(org, row.seq);
+      if (!sent) throw damaged;
+      yield JSON.stringify({ error: { code: damaged.code, message: damaged.message, details: damaged.details } });
+      return;
+    }
+    if (agentId !== undefined && row.agentId !== agentId) continue;
+    sent = true;
+    yield exportLine(row);
+  }
+}
+
+/** The lines of `rest` after its `first`, already read. */
+function* resume(first: IteratorResult<string>, rest: Iterator<string>): Generator<string> {
+  for (let next = first; next.done !== true; next = rest.next()) yield next.value;
 }
