@@ -7,6 +7,7 @@ import { verifyLedgerFile } from './cli/verify-file.js';
 import { bytes, Progress } from './cli/progress.js';
 import { COMMAND_USAGE, isCommand, USAGE, type Command } from './cli/usage.js';
 import { ConfigError, loadConfig, type Config } from './config.js';
+import { PLANS, planNamed } from './domain/billing.js';
 import { Scope, orgSlug } from './domain/schemas.js';
 import { ensureError, StartError, VigilError } from './errors.js';
 import { createLogger, type Logger } from './log.js';
@@ -81,13 +82,20 @@ async function orgs(args: string[]): Promise<number> {
   if (values.help === true) return help(['orgs']);
   if (positionals[0] !== 'set-plan') throw new UsageError(`orgs: ${positionals[0] === undefined ? 'name a subcommand' : `unknown subcommand ${positionals[0]}`}; use set-plan`);
   if (values.org === undefined || values.plan === undefined) throw new UsageError('orgs set-plan needs --org and --plan');
+  // Checked before the store is opened: a refused command leaves a fresh data dir as it was.
+  const slug = orgArg(values.org);
+  const plan = values.plan;
+  if (planNamed(plan) === undefined) throw new VigilError('validation_failed', `--plan: unknown plan ${JSON.stringify(plan)}; plans: ${Object.keys(PLANS).join(', ')}`);
   const email = values['billing-email'];
   if (email !== undefined && !z.email().safeParse(email).success) throw new VigilError('validation_failed', `--billing-email: not an e-mail address`);
   const config = loadConfig();
   const { opened, Registry } = await openRegistry(config);
   try {
-    const org = await new Registry(opened.store).setPlan(values.org, values.plan, email);
-    console.log(JSON.stringify({ org: org.slug, plan: org.plan, billing_email: org.billing_email ?? null }));
+    const { org, previousPlan } = await new Registry(opened.store).setPlan(slug, plan, email);
+    console.log(JSON.stringify({ org: org.slug, plan: org.plan, billing_email: org.billing_email ?? null, previous_plan: previousPlan }));
+    const billing = email === undefined ? '' : `, billing e-mail ${email}`;
+    const change = previousPlan === null ? `created org ${org.slug} on plan ${org.plan}` : `org ${org.slug}: plan ${previousPlan} -> ${org.plan}${previousPlan === org.plan ? ' (unchanged)' : ''}`;
+    console.log(change + billing);
   } finally {
     await opened.close();
   }
@@ -102,8 +110,7 @@ async function keys(args: string[]): Promise<number> {
   if (positionals[0] !== 'create') throw new UsageError(`keys: ${positionals[0] === undefined ? 'name a subcommand' : `unknown subcommand ${positionals[0]}`}; use create, list or revoke`);
   if (positionals.length > 1) throw new UsageError(`unexpected argument ${positionals[1]}`);
   if (values.org === undefined || values.scopes === undefined) throw new UsageError('keys create needs --org and --scopes');
-  const slug = orgSlug.safeParse(values.org);
-  if (!slug.success) throw new VigilError('validation_failed', `--org: ${slug.error.issues[0]?.message ?? 'invalid'}`);
+  const slug = orgArg(values.org);
   const scopes = values.scopes.split(',').map((s) => s.trim());
   const bad = scopes.filter((s) => !(Scope as readonly string[]).includes(s));
   if (bad.length > 0 || scopes.length === 0) throw new VigilError('validation_failed', `--scopes: unknown scope ${bad.join(', ')}; use ${Scope.join(', ')}`);
@@ -111,8 +118,8 @@ async function keys(args: string[]): Promise<number> {
   const { opened, Registry } = await openRegistry(config);
   try {
     const registry = new Registry(opened.store);
-    await registry.ensureOrg(slug.data);
-    const created = await registry.createKey(slug.data, scopes as Scope[], values.name ?? null);
+    await registry.ensureOrg(slug);
+    const created = await registry.createKey(slug, scopes as Scope[], values.name ?? null);
     console.log(JSON.stringify({ id: created.id, org: created.org, scopes: created.scopes, name: created.name }));
     console.log(created.key);
   } finally {
@@ -124,13 +131,12 @@ async function keys(args: string[]): Promise<number> {
 async function listKeys(extra: string[], org: string | undefined): Promise<number> {
   if (extra.length > 0) throw new UsageError(`unexpected argument ${extra[0]}`);
   if (org === undefined) throw new UsageError('keys list needs --org');
-  const slug = orgSlug.safeParse(org);
-  if (!slug.success) throw new VigilError('validation_failed', `--org: ${slug.error.issues[0]?.message ?? 'invalid'}`);
+  const slug = orgArg(org);
   const config = loadConfig();
   const { opened, Registry } = await openRegistry(config, true);
   try {
     // The uses a running server saw in the last minute are not written yet: last_used_at may trail by that much.
-    for (const key of new Registry(opened.store).listKeys(slug.data)) console.log(JSON.stringify(key));
+    for (const key of new Registry(opened.store).listKeys(slug)) console.log(JSON.stringify(key));
   } finally {
     await opened.close();
   }
@@ -154,6 +160,13 @@ async function revokeKey(ids: string[]): Promise<number> {
  * The registry store of the data dir or the cluster (its modules loaded only for the commands that
  * use it); `existing`: the data dir must hold Vigil's data already (commands that create nothing).
  */
+/** The value of `--org`, a valid slug (a bad one is bad input: exit 2). */
+function orgArg(value: string): string {
+  const slug = orgSlug.safeParse(value);
+  if (!slug.success) throw new VigilError('validation_failed', `--org: ${slug.error.issues[0]?.message ?? 'invalid'}`);
+  return slug.data;
+}
+
 async function openRegistry(config: Config, existing = false) {
   const [{ openCliRegistry }, { Registry }] = await Promise.all([import('./cli/registry-store.js'), import('./services/registry.js')]);
   return { opened: await openCliRegistry(config, cliLogger(config), { existing }), Registry };

@@ -22,8 +22,11 @@ scopes: ${Scope.join(', ')}
 Reads the data dir of VIGIL_DATA_DIR (or the cluster of VIGIL_NATS_URL); works beside a running server.
 exit status: 0 done; 1 an error (e.g. no such key); 2 bad arguments`,
   orgs: `usage: vigil orgs set-plan --org <slug> --plan <free|team|scale> [--billing-email <address>]
-  Sets an org's plan (creating the org if needed) and prints it as a JSON line.
-exit status: 0 done; 1 an error; 2 bad arguments`,
+  Sets an org's plan, creating the org on that plan if it does not exist. Prints a JSON line
+  (org, plan, billing_email, previous_plan: null when it created the org), then what it did:
+  "created org acme on plan team" or "org acme: plan free -> team".
+Reads the data dir of VIGIL_DATA_DIR (or the cluster of VIGIL_NATS_URL); works beside a running server.
+exit status: 0 done; 1 an error; 2 bad arguments (a bad slug, an unknown plan, a bad e-mail address)`,
   verify: `usage: vigil verify <ledger.jsonl> [--progress]
        vigil verify <bundle.tar.gz|bundle dir> [--manifest-sha256 <hex>] [--key <vkey|@file>]
   A ledger file (GET /audit/export): checks every record's hash and its link to the one before,

@@ -29,6 +29,12 @@ export interface CreatedKey {
   name: string | null;
 }
 
+/** What `setPlan` did: the org as it now is, and its plan before (null: the org was created). */
+export interface PlanChange {
+  org: OrgRecord;
+  previousPlan: string | null;
+}
+
 /**
  * Orgs and keys: creation (CLI, admin route, bootstrap) and authentication. Keys are stored only
  * as SHA-256 digests. Keys already seen are cached in memory (their hash, so the hot path skips
@@ -52,9 +58,7 @@ export class Registry {
   }
 
   async ensureOrg(slug: string): Promise<OrgRecord> {
-    if (!orgSlug.safeParse(slug).success) {
-      throw new VigilError('validation_failed', `invalid org slug ${JSON.stringify(slug)}: 1-64 lowercase letters, digits or inner hyphens`);
-    }
+    refuseBadSlug(slug);
     const existing = this.store.getOrg(slug);
     if (existing !== undefined) return existing;
     const org: OrgRecord = { slug, created_at: this.now().toISOString(), plan: 'free' };
@@ -67,16 +71,19 @@ export class Registry {
     return planNamed(this.store.getOrg(slug)?.plan ?? DEFAULT_PLAN) ?? PLANS.free;
   }
 
-  /** Sets an existing org's plan (and billing e-mail, when given); the writers read it per batch. */
-  async setPlan(slug: string, plan: string, billingEmail?: string | null): Promise<OrgRecord> {
+  /**
+   * Sets an org's plan (and billing e-mail, when given), creating the org if it does not exist;
+   * the writers read it per batch.
+   */
+  async setPlan(slug: string, plan: string, billingEmail?: string | null): Promise<PlanChange> {
+    refuseBadSlug(slug);
     if (planNamed(plan) === undefined) {
       throw new VigilError('validation_failed', `unknown plan ${JSON.stringify(plan)}; plans: ${Object.keys(PLANS).join(', ')}`);
     }
     const existing = this.store.getOrg(slug);
-    if (existing === undefined) throw new VigilError('not_found', `org ${slug} not found`);
-    const next: OrgRecord = { ...existing, plan, ...(billingEmail === undefined ? {} : { billing_email: billingEmail }) };
-    await this.store.putOrg(next);
-    return next;
+    const org: OrgRecord = { ...(existing ?? { slug, created_at: this.now().toISOString() }), plan, ...(billingEmail === undefined ? {} : { billing_email: billingEmail }) };
+    await this.store.putOrg(org);
+    return { org, previousPlan: existing?.plan ?? null };
   }
 
   async createKey(org: string, scopes: readonly Scope[], name: string | null): Promise<CreatedKey> {
@@ -181,5 +188,11 @@ export class Registry {
     };
     await this.store.putKey(record);
     return { id: record.id, key, org, scopes: record.scopes, name };
+  }
+}
+
+function refuseBadSlug(slug: string): void {
+  if (!orgSlug.safeParse(slug).success) {
+    throw new VigilError('validation_failed', `invalid org slug ${JSON.stringify(slug)}: 1-64 lowercase letters, digits or inner hyphens`);
   }
 }

@@ -81,9 +81,12 @@ export function runRegistryStoreContract(name: string, make: () => Promise<Store
         }
       }, SEEN_WITHIN).toBe(created.id);
       await expect.poll(() => there.getOrg('acme')?.slug, SEEN_WITHIN).toBe('acme');
-      expect(await there.setPlan('acme', 'scale', 'ap@acme.example')).toMatchObject({ plan: 'scale', billing_email: 'ap@acme.example' });
+      expect(await there.setPlan('acme', 'scale', 'ap@acme.example')).toMatchObject({ org: { plan: 'scale', billing_email: 'ap@acme.example' }, previousPlan: 'free' });
       await expect.poll(() => here.planOf('acme').name, SEEN_WITHIN).toBe('scale');
       expect(here.getOrg('acme')?.billing_email).toBe('ap@acme.example');
+      // An org the plan is set for before it exists is created on that plan.
+      expect(await there.setPlan('newco', 'team')).toMatchObject({ org: { slug: 'newco', plan: 'team' }, previousPlan: null });
+      await expect.poll(() => here.getOrg('newco')?.plan, SEEN_WITHIN).toBe('team');
     }));
 
     it('serves revocation: a key revoked through one store is refused by a Registry on the other, which had already used it', run(async (h) => {

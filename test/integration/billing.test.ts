@@ -43,8 +43,8 @@ describeModes('billing', (m) => {
       expect(await page.text()).toContain('orgs set-plan');
 
       const env = server.cliEnv;
-      expect((await runCli(['orgs', 'set-plan', '--org', 'acme', '--plan', 'gold'], env)).code).not.toBe(0);
-      expect((await runCli(['orgs', 'set-plan', '--org', 'nobody', '--plan', 'team'], env)).code).not.toBe(0);
+      expect((await runCli(['orgs', 'set-plan', '--org', 'acme', '--plan', 'gold'], env)).code).toBe(2);
+      expect((await runCli(['orgs', 'set-plan', '--org', 'No Body', '--plan', 'team'], env)).code).toBe(2);
       const set = await runCli(['orgs', 'set-plan', '--org', 'acme', '--plan', 'team', '--billing-email', 'billing@acme.example'], env);
       expect(set.code).toBe(0);
       await planApplies('team');

@@ -6,7 +6,7 @@ import { jetstreamManager } from '@nats-io/jetstream';
 import { hashKey } from '../../src/domain/keys.js';
 import { KvRegistryStore, REGISTRY_BUCKETS } from '../../src/nats/kv-registry-store.js';
 import { natsAvailable, startNats, type NatsServers } from '../support/nats.js';
-import { removeDir, runCli, STACK_LINE, tempDir } from '../support/server.js';
+import { call, removeDir, runCli, STACK_LINE, startServer, tempDir } from '../support/server.js';
 
 /**
  * `keys create` and `orgs set-plan` against the cluster (VIGIL_NATS_URL): the real CLI as a
@@ -63,16 +63,30 @@ run('CLI with VIGIL_NATS_URL', () => {
     expect((await jsm.streams.info(`KV_${REGISTRY_BUCKETS.keys}`)).config.num_replicas).toBe(1);
   });
 
-  it('orgs set-plan changes the plan a running node reads, and refuses an unknown org as embedded does', async () => {
+  it('orgs set-plan changes the plan a running node reads, or creates the org on it, and refuses a bad slug as embedded does', async () => {
     const set = ['orgs', 'set-plan', '--org', 'acme', '--plan', 'team', '--billing-email', 'billing@acme.example'];
-    const unknown = ['orgs', 'set-plan', '--org', 'nobody', '--plan', 'team'];
-    const [ok, refused] = await Promise.all([runCli(set, cluster()), runCli(unknown, cluster())]);
-    expect(ok).toMatchObject({ code: 0, stderr: '', stdout: '{"org":"acme","plan":"team","billing_email":"billing@acme.example"}\n' });
+    const create = ['orgs', 'set-plan', '--org', 'newco', '--plan', 'scale'];
+    const bad = ['orgs', 'set-plan', '--org', 'No Body', '--plan', 'team'];
+    const [changed, created, refused] = await Promise.all([runCli(set, cluster()), runCli(create, cluster()), runCli(bad, cluster())]);
+    expect(changed).toMatchObject({
+      code: 0,
+      stderr: '',
+      stdout: '{"org":"acme","plan":"team","billing_email":"billing@acme.example","previous_plan":"free"}\norg acme: plan free -> team, billing e-mail billing@acme.example\n',
+    });
+    expect(created).toMatchObject({ code: 0, stderr: '', stdout: '{"org":"newco","plan":"scale","billing_email":null,"previous_plan":null}\ncreated org newco on plan scale\n' });
     await expect.poll(() => node.getOrg('acme')?.plan, { timeout: 5000 }).toBe('team');
     expect(node.getOrg('acme')?.billing_email).toBe('billing@acme.example');
-    expect(refused).toMatchObject({ code: 1, stdout: '', stderr: 'vigil orgs: org nobody not found\n' });
-    expect(node.getOrg('nobody')).toBeUndefined();
+    await expect.poll(() => node.getOrg('newco')?.plan, { timeout: 5000 }).toBe('scale');
+    expect(refused).toMatchObject({ code: 2, stdout: '', stderr: 'vigil orgs: --org: org slug is 1-64 lowercase letters, digits or inner hyphens\n' });
     expect(existsSync(unused)).toBe(false);
+
+    // A Vigil node started on the cluster then bills the created org on its plan (its bootstrap key joins newco).
+    const server = await startServer({ VIGIL_NATS_URL: servers!.urls[0]!, VIGIL_NODE_ID: 'node-1', VIGIL_BOOTSTRAP_ORG: 'newco' }, join(dir, 'node'));
+    try {
+      expect((await call(server.url, 'GET', '/billing/plan')).body).toMatchObject({ org: 'newco', plan: 'scale', billing_email: null });
+    } finally {
+      await server.close();
+    }
   });
 
   it('says in one line, without a stack, that NATS cannot be reached', async () => {

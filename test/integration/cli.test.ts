@@ -2,7 +2,7 @@ import { execFileSync, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { listeningPort, removeDir, ROOT, runCli, serverEnv, STACK_LINE, tempDir } from '../support/server.js';
+import { call, listeningPort, removeDir, ROOT, runCli, serverEnv, startServer, STACK_LINE, tempDir } from '../support/server.js';
 
 /** Runs `run` over `items`, three at a time (each is a Node process; the machine is shared). */
 async function inTurns<T, R>(items: readonly T[], run: (item: T) => Promise<R>): Promise<R[]> {
@@ -62,6 +62,8 @@ describe('CLI usage', () => {
         [['orgs', 'set-plan', '--org', 'a', '--plan', 'team', '--nope'], "vigil orgs: Unknown option '--nope' (see vigil orgs --help)"],
         [['orgs', 'set-plan', '--org', 'a'], 'vigil orgs: orgs set-plan needs --org and --plan (see vigil orgs --help)'],
         [['orgs', 'set-plan', '--org', 'a', '--plan', 'team', '--billing-email', 'nope'], 'vigil orgs: --billing-email: not an e-mail address'],
+        [['orgs', 'set-plan', '--org', 'Not A Slug', '--plan', 'team'], 'vigil orgs: --org: org slug is 1-64 lowercase letters, digits or inner hyphens'],
+        [['orgs', 'set-plan', '--org', 'a', '--plan', 'gold'], 'vigil orgs: --plan: unknown plan "gold"; plans: free, team, scale'],
         [['verify', '--what', 'x.jsonl'], "vigil verify: Unknown option '--what' (see vigil verify --help)"],
         [['verify'], 'vigil verify: verify needs a ledger file or a bundle (see vigil verify --help)'],
         [['verify', 'a.jsonl', 'b.jsonl'], 'vigil verify: unexpected argument b.jsonl (see vigil verify --help)'],
@@ -105,6 +107,33 @@ describe('CLI usage', () => {
     const lines = told.stderr.trimEnd().split('\n');
     expect(lines[0]).toMatch(/^verify: 1 record, \d+\.\d KB of \d+\.\d KB \(\d+%\)$/);
     expect(lines.at(-1)).toMatch(/^verify: 5 records read in \d+\.\d s$/);
+  });
+});
+
+describe('orgs set-plan', () => {
+  it('creates the org on a fresh data dir, says what it did, and a server started there applies the plan', async () => {
+    const dir = tempDir();
+    try {
+      const created = await runCli(['orgs', 'set-plan', '--org', 'acme', '--plan', 'team'], { VIGIL_DATA_DIR: dir });
+      expect(created).toMatchObject({ code: 0, stderr: '', stdout: '{"org":"acme","plan":"team","billing_email":null,"previous_plan":null}\ncreated org acme on plan team\n' });
+      const changed = await runCli(['orgs', 'set-plan', '--org', 'acme', '--plan', 'scale', '--billing-email', 'ap@acme.example'], { VIGIL_DATA_DIR: dir });
+      expect(changed).toMatchObject({
+        code: 0,
+        stderr: '',
+        stdout: '{"org":"acme","plan":"scale","billing_email":"ap@acme.example","previous_plan":"team"}\norg acme: plan team -> scale, billing e-mail ap@acme.example\n',
+      });
+      const again = await runCli(['orgs', 'set-plan', '--org', 'acme', '--plan', 'scale'], { VIGIL_DATA_DIR: dir });
+      expect(again.stdout.split('\n')[1]).toBe('org acme: plan scale -> scale (unchanged)');
+      // The server's bootstrap key joins the existing org acme, whose plan it keeps.
+      const server = await startServer({}, dir);
+      try {
+        expect((await call(server.url, 'GET', '/billing/plan')).body).toMatchObject({ org: 'acme', plan: 'scale', billing_email: 'ap@acme.example' });
+      } finally {
+        await server.close();
+      }
+    } finally {
+      removeDir(dir);
+    }
   });
 });
 
