@@ -18,7 +18,7 @@ import { blockingLimit, writerLimits } from './domain/billing.js';
 import { LocalCommandRouter } from './bus/local-router.js';
 import type { CommandRouter } from './bus/command-router.js';
 import type { LedgerLog } from './bus/ledger-log.js';
-import { ClusterNode, NOT_OWNER } from './nats/cluster-node.js';
+import { ClusterNode, NOT_OWNER, AFTER_APPEND_MS } from './nats/cluster-node.js';
 import { withBoundPort, type Config } from './config.js';
 import { ensureError, StartError } from './errors.js';
 import { OpenAiCompatibleModel } from './demo/openai-model.js';
@@ -140,7 +140,7 @@ async function start(config: Config, log: Logger, options: RuntimeOptions, lock:
           { orgLabels: config.metrics.orgLabels },
         );
   const actors = new OrgActors(ledger, {
-    ...(cluster === null ? {} : { fromReplay: false, onConflict: NOT_OWNER }),
+    ...(cluster === null ? {} : { fromReplay: false, onConflict: NOT_OWNER, afterAppendMs: AFTER_APPEND_MS }),
     log,
     policy: POLICY_V1,
     policyDigest: digest,

@@ -41,7 +41,7 @@ export interface DecidedBatch {
   failure: { error: unknown } | null;
 }
 
-const ABANDONED: OrgReply = { ok: false, code: 'unavailable', message: 'the caller was gone before the command was decided; nothing was recorded' };
+const ABANDONED: OrgReply = { ok: false, code: 'unavailable', message: 'the caller was gone, or the command\'s deadline passed, before it was decided; nothing was recorded' };
 export const PLANNING_FAILED: OrgReply = { ok: false, code: 'internal', message: 'the command could not be decided; nothing was recorded' };
 
 /**

@@ -29,6 +29,13 @@ export interface OrgActorOptions {
    */
   afterAppend?: (org: string, rows: readonly LedgerRow[]) => Promise<unknown> | undefined;
   /**
+   * How long the answers wait for `afterAppend` (ms; default: no bound). Past it the answers go,
+   * with a warning, and what it stores lands later (cluster mode: a writer must not hang on a
+   * stream that does not answer; a delivery not yet stored is made again by whoever owns the org
+   * next, from the ledger rows past the stored cursor).
+   */
+  afterAppendMs?: number;
+  /**
    * The answer to the commands of a batch the log refused by its fence (another writer appended
    * first); `unavailable` by default. Cluster mode answers `not_owner`, so the router routes them
    * again (nothing of them was written).

@@ -3,6 +3,7 @@ import type { NotOwner, LedgerCommand, OrgReply } from '../bus/messages.js';
 import { GENESIS_HASH, type LedgerRow } from '../domain/ledger.js';
 import { emptyOrgState, NO_LIMITS, type OrgState } from '../domain/org-state.js';
 import { ensureError } from '../errors.js';
+import { settlesWithin } from '../time-bound.js';
 import { DAMAGED, damagedRefusal, LedgerDamagedError, OrgRecovery, writerSnapshot, type WriterSnapshot } from './org-recovery.js';
 import { decideBatch, PLANNING_FAILED, type Queued } from './decide-batch.js';
 import type { OrgActorOptions } from './org-actor-options.js';
@@ -209,7 +210,11 @@ export class OrgLedgerActor {
   /** Waits for what afterAppend stores because of these rows; its failure is only logged. */
   private async stored(rows: readonly LedgerRow[]): Promise<void> {
     try {
-      await this.options.afterAppend?.(this.org, rows);
+      const storing = this.options.afterAppend?.(this.org, rows);
+      const bound = this.options.afterAppendMs;
+      if (storing !== undefined && bound !== undefined && (await settlesWithin(storing, bound)) === 'late') {
+        this.options.log.warn({ org: this.org, seq: rows[rows.length - 1]!.seq, ms: bound }, 'storing what a committed batch causes did not finish in time; answering without waiting for it');
+      }
     } catch (error) {
       this.options.log.error({ org: this.org, err: ensureError(error) }, 'storing what a committed batch causes failed');
     }
@@ -315,3 +320,4 @@ export class OrgLedgerActor {
     return actor;
   }
 }
+

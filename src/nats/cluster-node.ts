@@ -22,6 +22,12 @@ import { NatsCommandRouter } from './nats-command-router.js';
 import { PartitionLeases } from './partition-leases.js';
 import { partitionOf } from './partition.js';
 
+/**
+ * How long a writer's answers wait for a batch's deliveries to be stored in the webhook stream:
+ * a stream that does not answer must not hold the org's writes (see OrgActorOptions.afterAppendMs).
+ */
+export const AFTER_APPEND_MS = 2000;
+
 /** What a writer answers when the fence refused its batch: the router routes it to the owner. */
 export const NOT_OWNER: NotOwner = { ok: false, code: 'not_owner', message: 'another node wrote this org\'s ledger first' };
 

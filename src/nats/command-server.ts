@@ -1,5 +1,6 @@
 import type { Msg, NatsConnection, Subscription } from '@nats-io/transport-node';
 import type { CommandHandler, ServeOptions } from '../bus/command-router.js';
+import { Expiring } from '../bus/expiring.js';
 import { VigilError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { Coalescer, type Keyed } from './coalescer.js';
@@ -13,8 +14,8 @@ interface Served {
 /** A command this node took, keyed by its reply subject (unique per request and attempt). */
 interface Taken {
   deadline: number;
-  /** Passed to the handler; set when the requester says its caller is gone. */
-  abandoned: { aborted: boolean };
+  /** Passed to the handler: the requester says its caller is gone, or the deadline passed (never decided then). */
+  abandoned: Expiring;
   /** The encoded final answer once the handler settled, sent again to a re-sent request. */
   answer: Uint8Array | null;
   /** The request came in a pack: its requester reads packed answers. */
@@ -127,7 +128,7 @@ export class CommandServer {
     const known = this.taken.get(reply);
     if (known !== undefined) {
       // The same request again: a re-send, or the requester telling that its caller is gone.
-      if (decodeRequest(frame)?.abandoned === true) known.abandoned.aborted = true;
+      if (decodeRequest(frame)?.abandoned === true) known.abandoned.gone();
       this.queue(this.now, reply, known.answer ?? ACCEPTED, known.packed);
       return null;
     }
@@ -141,7 +142,9 @@ export class CommandServer {
       return null;
     }
     if (request.deadline - this.options.now() < this.options.acceptMarginMs) return null;
-    const entry: Taken = { deadline: request.deadline, abandoned: { aborted: request.abandoned }, answer: null, packed };
+    const abandoned = new Expiring(request.deadline, this.options.now);
+    if (request.abandoned) abandoned.gone();
+    const entry: Taken = { deadline: request.deadline, abandoned, answer: null, packed };
     this.taken.set(reply, entry);
     this.queue(this.now, reply, ACCEPTED, packed);
     return () =>
@@ -154,7 +157,7 @@ export class CommandServer {
       });
   }
 
-  private async decide(owner: Served, command: Parameters<CommandHandler>[0], deadline: number, abandoned: { aborted: boolean }): Promise<WireAnswer> {
+  private async decide(owner: Served, command: Parameters<CommandHandler>[0], deadline: number, abandoned: Expiring): Promise<WireAnswer> {
     try {
       return { t: 'reply', reply: await owner.handler(command, { deadline, abandoned }) };
     } catch (error) {

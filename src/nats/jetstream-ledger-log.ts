@@ -132,9 +132,18 @@ export class JetStreamLedgerLog implements LedgerLog {
    * The org's batches from the one holding `fromSeq`, each with its stream sequence as fence. One
    * message get per batch, answered by the stream leader, so a read after an append sees it.
    */
-  async *read(org: string, fromSeq: number): AsyncIterable<CommittedBatch> {
+  read(org: string, fromSeq: number): AsyncIterable<CommittedBatch> {
+    return this.readAfter(org, fromSeq, 0);
+  }
+
+  /**
+   * `read`, looking only at stream sequences after `streamSeq` (a sequence at or before the
+   * org's batch holding `fromSeq`, such as the one before it): a replica filling a gap asks from
+   * its last batch rather than from the start of the stream.
+   */
+  async *readAfter(org: string, fromSeq: number, streamSeq: number): AsyncIterable<CommittedBatch> {
     const subject = ledgerSubject(this.names, org);
-    for (let seq = 1; ; ) {
+    for (let seq = streamSeq + 1; ; ) {
       // The server has answered `next_by_subj` since 2.9; the client's MsgRequest type omits it.
       const query = { next_by_subj: subject, seq } as unknown as MsgRequest;
       const message = await this.jsm.streams.getMessage(this.names.stream, query);

@@ -1,13 +1,14 @@
 import type { NatsConnection } from '@nats-io/transport-node';
 import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
-import type { CommittedBatch, LedgerLog, Subscription } from '../bus/ledger-log.js';
+import type { CommittedBatch, Subscription } from '../bus/ledger-log.js';
 import type { Database } from 'lmdb';
 import { ensureError, VigilError } from '../errors.js';
 import type { Logger } from '../log.js';
+import { within } from '../time-bound.js';
 import type { LmdbLedger } from '../store/lmdb-ledger.js';
 import type { LmdbLedgerLog } from '../store/lmdb-ledger-log.js';
 import { LEDGER_STREAM, ledgerSubject, type LedgerStreamNames } from './ledger-stream.js';
-import type { JetStreamPosition } from './jetstream-ledger-log.js';
+import type { JetStreamLedgerLog, JetStreamPosition } from './jetstream-ledger-log.js';
 
 export interface LedgerReplicaOptions {
   /** Where the replica keeps its watermark (a table of this node's LMDB). */
@@ -19,6 +20,8 @@ export interface LedgerReplicaOptions {
 }
 
 const WATERMARK = 'watermark';
+/** How long a failed re-read of an org waits before the next. */
+const REPAIR_RETRY_MS = 1000;
 
 /**
  * This node's copy of the ledger in cluster mode (DESIGN §8): every batch of the `VIGIL_LEDGER`
@@ -42,9 +45,12 @@ export class LedgerReplica {
   private subscription: Subscription | null = null;
   /** The bookkeeping of the last local append: batches land in stream order. */
   private tail: Promise<unknown> = Promise.resolve();
-  private failed: Error | null = null;
+  /** Orgs whose rows are being read again from the stream, with their batches that came meanwhile. */
+  private readonly repairing = new Map<string, CommittedBatch[]>();
+  private closed = false;
 
   private constructor(
+    private readonly stream: JetStreamLedgerLog,
     private readonly local: LmdbLedgerLog,
     private readonly ledger: LmdbLedger,
     private readonly jsm: JetStreamManager,
@@ -57,8 +63,8 @@ export class LedgerReplica {
    * Catches the local ledger up with the stream, then follows it live. Resolves once every batch
    * committed before the call is in the local ledger.
    */
-  static async start(nc: NatsConnection, stream: LedgerLog, local: LmdbLedgerLog, ledger: LmdbLedger, options: LedgerReplicaOptions): Promise<LedgerReplica> {
-    const replica = new LedgerReplica(local, ledger, await jetstreamManager(nc), options);
+  static async start(nc: NatsConnection, stream: JetStreamLedgerLog, local: LmdbLedgerLog, ledger: LmdbLedger, options: LedgerReplicaOptions): Promise<LedgerReplica> {
+    const replica = new LedgerReplica(stream, local, ledger, await jetstreamManager(nc), options);
     const names = options.names ?? LEDGER_STREAM;
     const before = (await replica.jsm.streams.info(names.stream)).state.last_seq;
     const held = new Map<string, number>();
@@ -66,10 +72,6 @@ export class LedgerReplica {
     const from: JetStreamPosition = { adapter: 'jetstream', startSeq: replica.watermark + 1, held };
     replica.subscription = await stream.subscribe(replica.onBatch, from);
     await replica.tail;
-    if (replica.failed !== null) {
-      replica.subscription.unsubscribe();
-      throw replica.failed;
-    }
     // The replay skips batches held whole: everything up to the stream's end at the start is here.
     replica.watermark = Math.max(replica.watermark, before);
     return replica;
@@ -77,22 +79,79 @@ export class LedgerReplica {
 
   private readonly onBatch = (batch: CommittedBatch): void => {
     const { org, rows, fence } = batch;
+    const held = this.repairing.get(org);
+    if (held !== undefined) {
+      held.push(batch);
+      return;
+    }
     const last = this.localLast.get(org) ?? this.ledger.last(org)?.seq ?? 0;
     const newer = rows.filter((row) => row.seq > last);
-    const appended = newer.length === 0 || this.failed !== null ? null : this.local.append(org, newer, last);
+    if (newer.length > 0 && newer[0]!.seq !== last + 1) {
+      this.repair(org, batch, `rows ${last + 1}..${newer[0]!.seq - 1} never came (stream sequence ${fence} holds ${newer[0]!.seq}..)`);
+      return;
+    }
+    const appended = newer.length === 0 ? null : this.local.append(org, newer, last);
     if (appended !== null) this.localLast.set(org, newer[newer.length - 1]!.seq);
     this.tail = this.tail.then(async () => {
-      if (this.failed !== null) return;
       try {
         const outcome = await appended;
         if (outcome?.ok === false) throw new Error(`the local replica of org ${org} does not continue at seq ${newer[0]!.seq}`);
-        this.landed(org, fence);
+        if (!this.repairing.has(org)) this.landed(org, fence);
       } catch (error) {
-        this.failed = ensureError(error);
-        this.options.log.error({ org, err: this.failed }, 'ledger replica stopped: a batch could not be applied');
+        this.repair(org, null, ensureError(error).message);
       }
     });
   };
+
+  /**
+   * The org's batches cannot be applied as they come (a gap in what the feed handed over: seen
+   * with nats-server 2.9.10 when a consumer's server was cut off from its cluster and healed, or
+   * a local write that failed): its rows are read again from the stream leader, after the last
+   * one held here, and its batches that come meanwhile wait. Other orgs go on. Retried every
+   * second until it succeeds; until then the org's keyed reads wait (and time out with 503).
+   */
+  private repair(org: string, batch: CommittedBatch | null, why: string): void {
+    const held = this.repairing.get(org);
+    if (held !== undefined) {
+      if (batch !== null) held.push(batch);
+      return;
+    }
+    this.repairing.set(org, batch === null ? [] : [batch]);
+    this.localLast.delete(org);
+    this.options.log.warn({ org, why }, 'ledger replica: re-reading the org from the stream');
+    void this.reread(org);
+  }
+
+  private async reread(org: string): Promise<void> {
+    for (let attempt = 0; !this.closed; attempt++) {
+      try {
+        // Appends of the org launched before the gap was seen settle first.
+        await this.tail;
+        let last = this.ledger.last(org)?.seq ?? 0;
+        let fence = 0;
+        // After the org's last batch applied here, or (a second try) from the stream's start.
+        for await (const batch of this.stream.readAfter(org, last + 1, attempt === 0 ? (this.applied.get(org) ?? 0) : 0)) {
+          const newer = batch.rows.filter((row) => row.seq > last);
+          if (newer.length > 0) {
+            if (newer[0]!.seq !== last + 1) throw new Error(`the stream holds org ${org}'s rows from ${newer[0]!.seq}, not ${last + 1}`);
+            const outcome = await this.local.append(org, newer, last);
+            if (!outcome.ok) throw new Error(`the local replica of org ${org} does not continue at seq ${newer[0]!.seq}`);
+            last = newer[newer.length - 1]!.seq;
+          }
+          fence = batch.fence;
+        }
+        const held = this.repairing.get(org) ?? [];
+        this.repairing.delete(org);
+        this.options.log.info({ org, seq: last }, 'ledger replica: the org is whole again');
+        if (fence > 0) this.landed(org, fence);
+        for (const batch of held) this.onBatch(batch);
+        return;
+      } catch (error) {
+        this.options.log.warn({ org, err: ensureError(error) }, 'ledger replica: re-reading the org failed; retrying');
+        await new Promise((resolve) => setTimeout(resolve, REPAIR_RETRY_MS));
+      }
+    }
+  }
 
   private landed(org: string, fence: number): void {
     this.applied.set(org, fence);
@@ -107,6 +166,8 @@ export class LedgerReplica {
 
   /** Saves the watermark (with the checkpoints): the next start resumes after it. */
   async saveWatermark(): Promise<void> {
+    // An org being repaired lacks rows below the watermark: a restart must replay them.
+    if (this.repairing.size > 0) return;
     const watermark = this.watermark;
     await this.options.meta.put(WATERMARK, watermark);
   }
@@ -116,17 +177,19 @@ export class LedgerReplica {
    * `unavailable`), so a keyed read on any node sees every write acknowledged before it.
    */
   async caughtUp(org: string): Promise<void> {
-    if (this.failed !== null) throw behind('this node\'s copy of the ledger stopped; try another node');
+    const end = Date.now() + (this.options.waitMs ?? 5000);
     let last: number;
     try {
-      last = await this.lastStreamSeq(org);
+      last = await within(this.lastStreamSeq(org), end - Date.now(), () => {
+        throw behind('the ledger stream did not answer in time');
+      });
     } catch (error) {
-      throw behind('the ledger stream did not answer', error);
+      throw error instanceof VigilError ? error : behind('the ledger stream did not answer', error);
     }
     if (last === 0) return;
-    if ((this.applied.get(org) ?? 0) >= last || this.watermark >= last) return;
+    if (!this.repairing.has(org) && ((this.applied.get(org) ?? 0) >= last || this.watermark >= last)) return;
     await new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => reject(behind('this node\'s copy of the ledger trails the stream; try again')), this.options.waitMs ?? 5000);
+      const timer = setTimeout(() => reject(behind('this node\'s copy of the ledger trails the stream; try again')), Math.max(0, end - Date.now()));
       const list = this.waiters.get(org) ?? [];
       list.push({
         seq: last,
@@ -165,6 +228,7 @@ export class LedgerReplica {
   }
 
   async close(): Promise<void> {
+    this.closed = true;
     this.subscription?.unsubscribe();
     await this.tail;
   }

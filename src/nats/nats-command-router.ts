@@ -1,3 +1,4 @@
+import { Expiring } from '../bus/expiring.js';
 import { VigilError } from '../errors.js';
 import { connect, createInbox, type Msg, type NatsConnection, type Subscription } from '@nats-io/transport-node';
 import { DEFAULT_DEADLINE_MS, type CommandHandler, type CommandRouter, type RequestOptions, type RouterCapability, type ServeOptions, type Serving } from '../bus/command-router.js';
@@ -28,9 +29,14 @@ export interface NatsCommandRouterTimings {
   heartbeatMs: number;
   /** An owner takes a command only with this long left before its deadline (see CommandServer). */
   acceptMarginMs: number;
+  /**
+   * A request is answered by its deadline plus this, whatever its owner is doing: past it, 503
+   * with the outcome unknown if the owner had taken it (its batch may still be being written).
+   */
+  answerGraceMs: number;
 }
 
-export const DEFAULT_TIMINGS: NatsCommandRouterTimings = { resendMs: 100, retryMs: 25, heartbeatMs: 500, acceptMarginMs: 50 };
+export const DEFAULT_TIMINGS: NatsCommandRouterTimings = { resendMs: 100, retryMs: 25, heartbeatMs: 500, acceptMarginMs: 50, answerGraceMs: 1000 };
 
 /**
  * The owner that took a command fell silent before answering: it may or may not have decided it.
@@ -59,9 +65,12 @@ type Outcome<C extends OrgCommand> = { kind: 'reply'; reply: ReplyTo<C> } | { ki
  *    fresh reply subject. `not_owner` never reaches the caller.
  * 3. Not accepted by the deadline: `unavailable`, and nothing was decided (an owner takes nothing
  *    within `acceptMarginMs` of the deadline, so its `accepted` is not in flight then).
- * 4. Accepted: the deadline no longer applies (the owner is deciding); the requester waits for the
- *    reply while the owner's heartbeats come, and rejects with OwnerLostError after three missed
- *    ones (the owner died, or its event loop stalled that long: the outcome is unknown). A handler that threw is a rejection too. A
+ * 4. Accepted: the owner decides it only if its writer reaches it before the deadline (a command
+ *    past it is refused unrecorded, see Expiring); the requester waits for the reply while the
+ *    owner's heartbeats come, and rejects with OwnerLostError after three missed ones (the owner
+ *    died, or its event loop stalled that long: the outcome is unknown). A handler that threw is a
+ *    rejection too. Whatever happens, `request` answers by the deadline plus `answerGraceMs`:
+ *    past it, 503 saying the outcome is unknown (a batch being written may still land). A
  *    caller found gone (`abandoned`) at a heartbeat is told to the owner by sending the request
  *    again, flagged; the owner's handler sees the flag set and refuses the command if undecided.
  *
@@ -175,7 +184,8 @@ export class NatsCommandRouter implements CommandRouter {
       return before;
     };
     const gate = entry.gate;
-    const reply = gate !== null ? gate.then(() => this.first(command, options, deadline, waits)) : this.first(command, options, deadline, waits);
+    const decided = gate !== null ? gate.then(() => this.first(command, options, deadline, waits)) : this.first(command, options, deadline, waits);
+    const reply = this.answeredBy(decided, org, deadline + this.timings.answerGraceMs);
     const settle = (): void => {
       answered();
       void sent.then(() => {
@@ -191,12 +201,27 @@ export class NatsCommandRouter implements CommandRouter {
    * else the owner over NATS. A local `not_owner` (the lease just moved) waits and routes.
    */
   private first<C extends OrgCommand>(command: C, options: RequestOptions, deadline: number, waits: () => Promise<unknown>): Promise<ReplyTo<C>> {
+    // Queued behind an earlier request of the org past the deadline: never sent, never decided.
+    if (this.now() > deadline) return Promise.resolve(noOwner(command.org));
     const local = this.server.ownerOf(command.org);
     if (local === undefined) return this.route(command, options, deadline, waits);
-    return local(command, { deadline, abandoned: options.abandoned }).then((reply) => {
+    return local(command, { deadline, abandoned: new Expiring(deadline, this.now, options.abandoned) }).then((reply) => {
       if (reply.ok || reply.code !== 'not_owner') return reply as ReplyTo<C>;
       return waits().then(() => this.route(command, options, deadline, waits));
     });
+  }
+
+  /**
+   * The reply, or by `by` (the deadline and its grace), 503 with the outcome unknown: the command
+   * is decided only if its writer launched it before the deadline (a writer refuses, unrecorded,
+   * a command past it), and a batch being written then may still land.
+   */
+  private answeredBy<C extends OrgCommand>(decided: Promise<ReplyTo<C>>, org: string, by: number): Promise<ReplyTo<C>> {
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<ReplyTo<C>>((resolve) => {
+      timer = setTimeout(() => resolve(unknownOutcome(org)), Math.max(0, by - this.now()));
+    });
+    return Promise.race([decided, late]).finally(() => clearTimeout(timer));
   }
 
   async close(): Promise<void> {
@@ -239,6 +264,8 @@ export class NatsCommandRouter implements CommandRouter {
         const signal = await mailbox.next(accepted ? 3 * this.timings.heartbeatMs : Math.min(left, this.timings.resendMs));
         const outcome = this.read<C>(signal, accepted, command.org);
         if (outcome !== null) return outcome;
+        // Answered by request() already (unknown outcome): stop listening for an owner still deciding.
+        if (accepted && this.now() > deadline + this.timings.answerGraceMs) return { kind: 'late' };
         if (signal.t === 'silence' && !accepted) {
           if (deadline - this.now() <= 0) return { kind: 'late' };
           await waits(); // earlier waiting requests of the org are taken first
@@ -297,6 +324,14 @@ export class NatsCommandRouter implements CommandRouter {
     const answer: WireAnswer | null = decodeAnswer(data);
     if (answer !== null) mailbox.push(answer);
   }
+}
+
+function unknownOutcome<C extends OrgCommand>(org: string): ReplyTo<C> {
+  return {
+    ok: false,
+    code: 'unavailable',
+    message: `the writer of org ${org} did not answer by the deadline: if it was writing the command then, it may have been recorded; retry with the same Idempotency-Key`,
+  };
 }
 
 function noOwner<C extends OrgCommand>(org: string): ReplyTo<C> {

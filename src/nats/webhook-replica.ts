@@ -2,6 +2,7 @@ import type { Database } from 'lmdb';
 import type { JetStreamClient, JetStreamManager, JsMsg } from '@nats-io/jetstream';
 import { ensureError, VigilError } from '../errors.js';
 import type { Logger } from '../log.js';
+import { within } from '../time-bound.js';
 import type { LmdbWebhookStore } from '../store/lmdb-webhook-store.js';
 import type { WebhookRecord } from '../store/webhook-store.js';
 import { StreamFeed } from './stream-feed.js';
@@ -104,7 +105,7 @@ export class WebhookReplica {
   }
 
   /** Resolves once every message up to stream sequence `seq` is applied here (bounded: else 503). */
-  waitFor(seq: number): Promise<void> {
+  waitFor(seq: number, ms = this.options.waitMs ?? 5000): Promise<void> {
     if (this.failed !== null) return Promise.reject(stopped(this.failed));
     if (this.watermark >= seq) return Promise.resolve();
     return new Promise<void>((resolve, reject) => {
@@ -112,7 +113,7 @@ export class WebhookReplica {
       const timer = setTimeout(() => {
         this.waiters = this.waiters.filter((w) => w !== waiter);
         reject(unavailable('this node\'s copy of the webhook store trails the stream; try again'));
-      }, this.options.waitMs ?? 5000);
+      }, Math.max(0, ms));
       waiter.resolve = () => {
         clearTimeout(timer);
         resolve();
@@ -127,8 +128,11 @@ export class WebhookReplica {
 
   /** Resolves once this copy holds the org's last webhook or delivery write as of now (bounded: else 503). */
   async caughtUp(org: string): Promise<void> {
-    const last = await this.lastSeq(orgSubjects(this.options.names, org));
-    if (last > 0) await this.waitFor(last);
+    const end = Date.now() + (this.options.waitMs ?? 5000);
+    const last = await within(this.lastSeq(orgSubjects(this.options.names, org)), end - Date.now(), () => {
+      throw unavailable('the webhook stream did not answer in time');
+    });
+    if (last > 0) await this.waitFor(last, end - Date.now());
   }
 
   /**

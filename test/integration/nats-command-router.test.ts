@@ -272,7 +272,7 @@ run('NatsCommandRouter on a 3-node nats cluster', () => {
     expect(seen).toEqual([false, true]);
   });
 
-  it('the deadline bounds reaching the owner, not deciding: a slow owner\'s reply comes; a command too close to its deadline is not taken', async () => {
+  it('an owner that took a command answers after its deadline within the grace: its reply comes; a command too close to its deadline is not taken', async () => {
     const [a, front] = await nodes(2);
     const taken: number[] = [];
     a!.router.serve(async (command) => {
@@ -286,6 +286,32 @@ run('NatsCommandRouter on a 3-node nats cluster', () => {
     expect(await front!.router.request(ingest('org', 2), { deadline: Date.now() + 20 })).toMatchObject({ ok: false, code: 'unavailable' });
     await sleep(100);
     expect(taken).toEqual([1]);
+  });
+
+  it('past its deadline a command is abandoned for its owner (never decided), and the requester answers by the deadline plus the grace, outcome unknown, whoever owns the org', async () => {
+    const [a, front] = await nodes(2);
+    const seen: boolean[][] = [];
+    // A wedged writer: takes the command, keeps sending heartbeats, decides nothing for seconds.
+    a!.router.serve(async (_command, options) => {
+      const marks = [options?.abandoned?.aborted === true];
+      seen.push(marks);
+      await sleep(500);
+      marks.push(options?.abandoned?.aborted === true);
+      await sleep(2500);
+      return { ok: false, code: 'unavailable', message: 'decided too late' };
+    }, { owns: () => true });
+    await sleep(100);
+    for (const router of [front!.router, a!.router]) {
+      const started = Date.now();
+      const reply = await router.request(ingest('org', 1), { deadline: started + 300 });
+      const took = Date.now() - started;
+      expect(reply).toMatchObject({ ok: false, code: 'unavailable' });
+      expect(reply.ok ? '' : reply.message).toContain('may have been recorded');
+      expect(took).toBeGreaterThanOrEqual(1250); // the deadline (300 ms) and its grace (1 s)
+      expect(took).toBeLessThan(2500); // not the owner's 3 s
+    }
+    // Remote and local alike: not abandoned when taken, abandoned once its deadline passed.
+    expect(seen).toEqual([[false, true], [false, true]]);
   });
 
   it('answers unavailable at a short deadline when nobody serves, and when only non-owners do', async () => {

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { connect } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { removeDir, tempDir } from './server.js';
+import { startTcpProxy, type TcpProxy } from './tcp-proxy.js';
 
 /** Real nats-server processes on loopback, for the cluster-mode tests. */
 export interface NatsServers {
@@ -246,4 +247,63 @@ export async function freePorts(count: number): Promise<number[]> {
   const ports = held.map((s) => (s.address() as { port: number }).port);
   await Promise.all(held.map((s) => new Promise((resolve) => s.close(resolve))));
   return ports;
+}
+
+/** A cluster whose route connections a test can cut (see `startNatsCuttable`). */
+export interface CuttableNats extends NatsServers {
+  /** Server names in node order (`n0`, `n1`, `n2`): what stream info names as leader and replicas. */
+  readonly names: string[];
+  /** Cuts node `i` off from the other servers (its clients still reach it), as a firewall on its cluster port would. */
+  isolate(i: number): void;
+  /** Undoes `isolate`: what was sent meanwhile arrives late. */
+  heal(i: number): void;
+}
+
+/**
+ * Three nats-servers whose routes each go through a TCP proxy of this process (one per ordered
+ * pair of servers), with `no_advertise` so no server learns another's own cluster port, so a test
+ * can cut one server off from its cluster without root or iptables.
+ */
+export async function startNatsCuttable(): Promise<CuttableNats> {
+  const dir = tempDir('vigil-nats-');
+  const ports = await freePorts(9);
+  const layout = [0, 1, 2].map((i) => {
+    const [port, clusterPort, httpPort] = ports.slice(3 * i, 3 * i + 3) as [number, number, number];
+    return { name: `n${i}`, port, clusterPort, httpPort };
+  });
+  // proxies[from][to]: the route `from` dials to reach `to`.
+  const proxies: (TcpProxy | null)[][] = [];
+  for (const from of layout) proxies.push(await Promise.all(layout.map((to) => (to === from ? Promise.resolve(null) : startTcpProxy(to.clusterPort)))));
+  const configs = layout.map((node, i) => {
+    const routes = proxies[i]!.filter((p): p is TcpProxy => p !== null).map((p) => `"nats-route://127.0.0.1:${p.port}"`);
+    const text = [
+      `server_name: ${node.name}`,
+      `listen: "127.0.0.1:${node.port}"`,
+      `http: "127.0.0.1:${node.httpPort}"`,
+      `jetstream { store_dir: ${JSON.stringify(join(dir, node.name))} }`,
+      `cluster { name: vigil-test, listen: "127.0.0.1:${node.clusterPort}", no_advertise: true, routes: [${routes.join(', ')}] }`,
+    ].join('\n');
+    return { ...node, text: text + '\n' };
+  });
+  const all = proxies.flat().filter((p): p is TcpProxy => p !== null);
+  let servers: NatsServers;
+  try {
+    servers = await startNatsConfigs(configs, dir);
+  } catch (error) {
+    await Promise.all(all.map((p) => p.close()));
+    throw error;
+  }
+  const touching = (i: number): TcpProxy[] => [...proxies[i]!, ...proxies.map((row) => row[i]!)].filter((p): p is TcpProxy => p !== null);
+  return {
+    urls: servers.urls,
+    names: layout.map((n) => n.name),
+    kill: (i) => servers.kill(i),
+    restart: (i) => servers.restart(i),
+    isolate: (i) => touching(i).forEach((p) => p.blackhole()),
+    heal: (i) => touching(i).forEach((p) => p.heal()),
+    async stop() {
+      await servers.stop();
+      await Promise.all(all.map((p) => p.close()));
+    },
+  };
 }

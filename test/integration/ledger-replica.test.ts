@@ -1,0 +1,69 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { JetStreamLedgerLog } from '../../src/nats/jetstream-ledger-log.js';
+import { LedgerReplica } from '../../src/nats/ledger-replica.js';
+import { openLmdb } from '../../src/store/lmdb.js';
+import { LmdbLedgerLog } from '../../src/store/lmdb-ledger-log.js';
+import { chain } from '../contract/ledger-log.case.js';
+import { silentLogger } from '../support/logs.js';
+import { natsAvailable, startNats, type NatsServers } from '../support/nats.js';
+import { removeDir, tempDir } from '../support/server.js';
+
+/**
+ * A node's replica of the ledger stream when the stream feed hands it an org's batch whose rows
+ * do not follow what it holds (seen with nats-server 2.9.10 after a server cut off from its
+ * cluster healed: the node's replica stopped for good, and with it every write of the node's
+ * orgs). It reads the missing rows from the stream and goes on; other orgs are not held up.
+ */
+const run = natsAvailable('ledger replica') ? describe : describe.skip;
+
+run('LedgerReplica fills a gap in what its feed hands over', () => {
+  let nats: NatsServers;
+  let nc: NatsConnection;
+  const dirs: string[] = [];
+
+  beforeAll(async () => {
+    nats = await startNats({ nodes: 1 });
+    nc = await connect({ servers: nats.urls });
+  }, 60_000);
+  afterAll(async () => {
+    await nc?.close();
+    await nats?.stop();
+    for (const dir of dirs) removeDir(dir);
+  });
+
+  it('an org whose first batches the feed skipped is read whole from the stream; keyed reads wait for it', async () => {
+    const stream = await JetStreamLedgerLog.open(nc, { log: silentLogger() });
+    // Org "gap": rows 1-2, 3-4, 5-6 in three messages; org "other": one message between them.
+    const rows = chain(6);
+    const f1 = await stream.append('gap', rows.slice(0, 2), 0);
+    const o1 = await stream.append('other', chain(3), 0);
+    const f2 = await stream.append('gap', rows.slice(2, 4), f1.ok ? f1.fence : -1);
+    const f3 = await stream.append('gap', rows.slice(4), f2.ok ? f2.fence : -1);
+    expect([f1.ok, o1.ok, f2.ok, f3.ok]).toEqual([true, true, true, true]);
+
+    // A fresh replica whose saved watermark says it holds everything up to the "other" batch:
+    // its feed starts after it, so the first batch of "gap" it is handed holds rows 3-4.
+    const dir = tempDir('vigil-replica-');
+    dirs.push(dir);
+    const store = openLmdb(dir, 'process');
+    const meta = store.env.table<string, number>('replica');
+    await meta.put('watermark', o1.ok ? o1.fence : -1);
+    const local = new LmdbLedgerLog(store.ledger, silentLogger());
+    const replica = await LedgerReplica.start(nc, stream, local, store.ledger, { meta, log: silentLogger() });
+    try {
+      await replica.caughtUp('gap'); // waits for the repair
+      expect([...store.ledger.range('gap', 1, 6)].map((r) => r.seq)).toEqual([1, 2, 3, 4, 5, 6]);
+      expect([...store.ledger.range('gap', 1, 6)].map((r) => Buffer.from(r.chainHash).toString('hex'))).toEqual(rows.map((r) => Buffer.from(r.chainHash).toString('hex')));
+      // Live batches after the repair apply as they come.
+      const more = chain(2, rows[5]);
+      expect((await stream.append('gap', more, f3.ok ? f3.fence : -1)).ok).toBe(true);
+      await replica.caughtUp('gap');
+      expect(store.ledger.last('gap')?.seq).toBe(8);
+    } finally {
+      await replica.close();
+      await local.close();
+      await store.close();
+    }
+  }, 60_000);
+});
