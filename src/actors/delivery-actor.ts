@@ -10,7 +10,7 @@ import { DeliveryOwnership } from './delivery-ownership.js';
 import { failureOf, isDelivered, isGone, sendSigned } from './delivery-send.js';
 import type { DeliveryScope } from './delivery-scope.js';
 import { DeliveryWriter } from './delivery-writer.js';
-import { DueQueue } from './due-queue.js';
+import { DeliveryScheduler, type DeliveryBounds } from './delivery-scheduler.js';
 import type { WebhookRegistry } from '../services/webhook-registry.js';
 import type { Logger } from '../log.js';
 
@@ -23,8 +23,8 @@ export interface DeliveryOptions {
   allowPrivate: boolean;
   /** Bound on one attempt, connect to response. */
   timeoutMs: number;
-  /** Attempts in flight at once, across all receivers. */
-  concurrency: number;
+  /** Attempts in flight at once: in all, per org, per webhook (see DeliveryScheduler). */
+  bounds: DeliveryBounds;
   policyDigest: string;
   now: () => number;
   newId: () => string;
@@ -78,19 +78,20 @@ export interface PingResult {
  * webhook deactivated (with a log line); the org's other active webhooks are sent a
  * `webhook.disabled` notice, stored and retried like any delivery (not billed).
  *
+ * Attempts share a pool fairly (DeliveryScheduler): orgs round robin, an org's webhooks round
+ * robin, and bounds per org and per webhook, so slow receivers cannot hold up the others.
+ *
  * Cluster mode (`scope`): the same, per org, on the org's owner only; an org that changes hands is
  * taken over from the shared store (DeliveryOwnership). An attempt whose org changed hands while
  * it was out is not recorded: the new owner makes it again, with the same delivery id.
  */
 export class DeliveryActor {
-  private readonly queue = new DueQueue();
-  /** Queued deliveries by id (the queue may hold stale entries for them). */
-  private readonly queued = new Map<number, DeliveryRecord>();
+  /** The queued deliveries, and the slots of the attempts in flight. */
+  private readonly queued: DeliveryScheduler;
   private nextId: number;
   private readonly writer: DeliveryWriter;
   private readonly maker: DeliveryMaker;
   private readonly owned: DeliveryOwnership | null = null;
-  private inflight = 0;
   private readonly attempts = new Set<Promise<void>>();
   /** The deliveries whose attempt is out, by id, each with its attempt's own token. */
   private readonly sending = new Map<number, object>();
@@ -104,10 +105,11 @@ export class DeliveryActor {
     private readonly options: DeliveryOptions,
   ) {
     this.nextId = options.scope === undefined ? store.lastDeliveryId() + 1 : 0;
+    this.queued = new DeliveryScheduler(options.bounds);
     this.maker = new DeliveryMaker(webhooks, options);
     this.writer = new DeliveryWriter(store, {
       onStored: (records) => {
-        for (const d of records) if (d.status === 'queued') this.enqueue(d);
+        for (const d of records) if (d.status === 'queued') this.queued.add(d);
         this.pump();
       },
       onRefused: (orgs) => this.owned?.refused(orgs),
@@ -117,12 +119,10 @@ export class DeliveryActor {
     if (options.scope !== undefined) {
       const queue = {
         enqueue: (records: readonly DeliveryRecord[]) => {
-          for (const d of records) this.enqueue(d);
+          for (const d of records) this.queued.add(d);
           this.pump();
         },
-        drop: (org: string) => {
-          for (const d of this.queued.values()) if (d.org === org) this.queued.delete(d.id);
-        },
+        drop: (org: string) => void this.queued.dropOrg(org),
       };
       this.owned = new DeliveryOwnership(options.scope, store, webhooks, this.writer, this.maker, queue, options.log);
       // After the registry's own watch (it was made first): a deactivation cancels what waits here.
@@ -167,7 +167,7 @@ export class DeliveryActor {
 
   /** Starts sending: what was queued before a restart resumes on its schedule (cluster mode: as orgs are taken over). */
   start(): void {
-    if (this.owned === null) for (const d of this.store.queuedDeliveries()) this.enqueue(d);
+    if (this.owned === null) for (const d of this.store.queuedDeliveries()) this.queued.add(d);
     this.running = true;
     this.pump();
   }
@@ -203,14 +203,8 @@ export class DeliveryActor {
 
   /** Cancels a deactivated webhook's queued deliveries. */
   cancel(webhook: WebhookRecord): Promise<void> {
-    const cancelled: DeliveryRecord[] = [];
-    for (const d of this.queued.values()) {
-      if (d.org !== webhook.org || d.webhook_id !== webhook.id) continue;
-      cancelled.push({ ...d, status: 'cancelled', last_error: d.last_error ?? 'webhook deactivated' });
-    }
-    for (const d of cancelled) {
-      this.queued.delete(d.id);
-      this.writer.changedRecord(d);
+    for (const d of this.queued.dropWebhook(webhook.org, webhook.id)) {
+      this.writer.changedRecord({ ...d, status: 'cancelled', last_error: d.last_error ?? 'webhook deactivated' });
     }
     return this.writer.flush();
   }
@@ -246,7 +240,7 @@ export class DeliveryActor {
     if (this.sending.has(d.id)) return { ok: true, value: { ...d, status: 'queued' } };
     if (d.status === 'queued') {
       // Stored as queued but scheduled nowhere here (a retry stored as the org changed hands): sent now.
-      this.enqueue(d);
+      this.queued.add(d);
       this.pump();
       return { ok: true, value: d };
     }
@@ -285,40 +279,39 @@ export class DeliveryActor {
     this.writer.stop();
   }
 
-  private enqueue(d: DeliveryRecord): void {
-    this.queued.set(d.id, d);
-    this.queue.push(Date.parse(d.next_attempt_at ?? d.created_at), d.id);
-  }
-
-  /** Starts every due attempt the concurrency allows, then sets the timer for the next one. */
+  /** Starts every due attempt the bounds allow, then sets the timer for the next one. */
   private pump(): void {
     if (!this.running) return;
     const now = this.options.now();
-    while (this.inflight < this.options.concurrency) {
-      const top = this.queue.peek();
-      if (top === undefined || top.at > now) break;
-      this.queue.pop();
-      const d = this.queued.get(top.id);
-      if (d === undefined || Date.parse(d.next_attempt_at ?? '') !== top.at) continue; // stale entry
-      this.queued.delete(d.id);
+    for (;;) {
+      const d = this.queued.take(now);
+      if (d === undefined) break;
       const epoch = this.owned?.current(d.org);
-      if (epoch === null) continue; // no longer this node's to send
+      if (epoch === null) {
+        this.queued.release(d); // no longer this node's to send
+        continue;
+      }
       const token = {};
       this.sending.set(d.id, token);
-      const attempt = this.attempt(d, token, epoch).finally(() => {
+      let slot = true;
+      const free = (): void => {
+        if (!slot) return;
+        slot = false;
+        this.queued.release(d);
+        this.pump();
+      };
+      const attempt = this.attempt(d, token, free, epoch).finally(() => {
         this.notSending(d.id, token);
         this.attempts.delete(attempt);
-        this.inflight--;
-        this.pump();
+        free();
       });
-      this.inflight++;
       this.attempts.add(attempt);
     }
     this.arm();
   }
 
   private arm(): void {
-    const next = this.inflight < this.options.concurrency ? this.queue.peek()?.at : undefined;
+    const next = this.queued.nextAt();
     if (next === undefined || next >= this.timerAt) return;
     if (this.timer !== null) clearTimeout(this.timer);
     this.timerAt = next;
@@ -330,8 +323,12 @@ export class DeliveryActor {
     this.timer.unref();
   }
 
-  /** `epoch`: cluster mode, the org's epoch when the attempt began (DeliveryOwnership.current). */
-  private async attempt(d: DeliveryRecord, token: object, epoch?: number): Promise<void> {
+  /**
+   * `sent`: called once the request is over (answer, error or timeout), so its slot serves
+   * another attempt while the outcome is written. `epoch`: cluster mode, the org's epoch when the
+   * attempt began (DeliveryOwnership.current).
+   */
+  private async attempt(d: DeliveryRecord, token: object, sent: () => void, epoch?: number): Promise<void> {
     const webhook = this.webhooks.get(d.org, d.webhook_id);
     let next: DeliveryRecord;
     let gone = false;
@@ -340,6 +337,7 @@ export class DeliveryActor {
       next = { ...d, status: 'cancelled', last_error: d.last_error ?? 'webhook deactivated' };
     } else {
       const result = await sendSigned(this.options, webhook, d.envelope_id, d.event, d.body);
+      sent();
       now = this.options.now();
       const attempts = d.attempts + 1;
       gone = isGone(result);
