@@ -1,16 +1,16 @@
 import type { DeliveryRetryCommand, NotOwner, ReplyTo } from '../bus/messages.js';
 import type { LedgerRow } from '../domain/ledger.js';
-import { formatBody, parseRetryAfter, retryAfterDelay, retryDelay, type Envelope } from '../domain/webhook.js';
-import { ensureError } from '../errors.js';
 import type { Lookup } from '../net/receiver-address.js';
 import type { PostOptions, PostResult } from '../net/webhook-sender.js';
 import type { DeliveryRecord, WebhookRecord, WebhookStore } from '../store/webhook-store.js';
-import { DeliveryMaker, queuedDelivery } from './delivery-maker.js';
+import { DeliveryMaker } from './delivery-maker.js';
+import { afterAttempt } from './delivery-outcome.js';
 import { DeliveryOwnership } from './delivery-ownership.js';
-import { failureOf, isDelivered, isGone, sendSigned } from './delivery-send.js';
-import type { DeliveryScope } from './delivery-scope.js';
-import { DeliveryWriter } from './delivery-writer.js';
 import { DeliveryScheduler, type DeliveryBounds } from './delivery-scheduler.js';
+import type { DeliveryScope } from './delivery-scope.js';
+import { isGone, pingWebhook, sendSigned, type PingResult } from './delivery-send.js';
+import { DeliveryWriter } from './delivery-writer.js';
+import { WebhookHealth } from './webhook-health.js';
 import type { WebhookRegistry } from '../services/webhook-registry.js';
 import type { Logger } from '../log.js';
 
@@ -45,14 +45,6 @@ export interface DeliveryOptions {
 }
 
 const NOT_OWNER: NotOwner = { ok: false, code: 'not_owner', message: 'this node does not send the org\'s deliveries' };
-const DAY_MS = 86_400_000;
-
-export interface PingResult {
-  delivered: boolean;
-  /** The receiver's status, 0 when there was no HTTP answer. */
-  status_code: number;
-  error: string | null;
-}
 
 /**
  * Turns committed gate and review records into webhook deliveries and drives them to delivered
@@ -91,6 +83,7 @@ export class DeliveryActor {
   private nextId: number;
   private readonly writer: DeliveryWriter;
   private readonly maker: DeliveryMaker;
+  private readonly health: WebhookHealth;
   private readonly owned: DeliveryOwnership | null = null;
   private readonly attempts = new Set<Promise<void>>();
   /** The deliveries whose attempt is out, by id, each with its attempt's own token. */
@@ -116,6 +109,7 @@ export class DeliveryActor {
       log: options.log,
       ...(options.storeRetry === undefined ? {} : { retry: options.storeRetry }),
     });
+    this.health = new WebhookHealth(webhooks, this.writer, { cancel: (w) => this.cancel(w), newIds: (org, n) => this.newIds(org, n) }, options);
     if (options.scope !== undefined) {
       const queue = {
         enqueue: (records: readonly DeliveryRecord[]) => {
@@ -255,17 +249,8 @@ export class DeliveryActor {
   }
 
   /** Sends a signed ping now: not stored, not retried. */
-  async ping(webhook: WebhookRecord): Promise<PingResult> {
-    const envelope: Envelope = {
-      id: this.options.newId(),
-      event: 'ping',
-      org: webhook.org,
-      created_at: new Date(this.options.now()).toISOString(),
-      data: { webhook_id: webhook.id, message: 'ping from vigil: this receiver is set up' },
-    };
-    const result = await sendSigned(this.options, webhook, envelope.id, 'ping', formatBody(webhook.format, envelope));
-    const delivered = isDelivered(result);
-    return { delivered, status_code: result.status ?? 0, error: delivered ? null : failureOf(result) };
+  ping(webhook: WebhookRecord): Promise<PingResult> {
+    return pingWebhook(this.options, webhook);
   }
 
   /** Stops sending; waits for attempts in flight and pending writes. */
@@ -339,22 +324,8 @@ export class DeliveryActor {
       const result = await sendSigned(this.options, webhook, d.envelope_id, d.event, d.body);
       sent();
       now = this.options.now();
-      const attempts = d.attempts + 1;
       gone = isGone(result);
-      if (isDelivered(result)) {
-        const at = new Date(now).toISOString();
-        next = { ...d, status: 'delivered', attempts, next_attempt_at: at, last_status: result.status, delivered_at: at };
-      } else {
-        const delay = gone ? null : this.delayAfter(attempts, result.retryAfter, now);
-        next = {
-          ...d,
-          status: delay === null ? 'dead' : 'queued',
-          attempts,
-          next_attempt_at: new Date(delay === null ? now : now + delay * 1000).toISOString(),
-          last_error: gone ? 'receiver answered 410 Gone' : failureOf(result),
-          last_status: result.status,
-        };
-      }
+      next = afterAttempt(d, result, now, this.options.schedule, this.options.random ?? Math.random);
     }
     // Deactivated while this attempt was out: no retry.
     if (next.status === 'queued' && this.webhooks.get(next.org, next.webhook_id)?.active !== true) {
@@ -368,69 +339,14 @@ export class DeliveryActor {
     }
     this.writer.changedRecord(next);
     await this.writer.flush();
-    // Its outcome is stored (or held, which retry() sees): no longer out, whatever judge() awaits.
+    // Its outcome is stored (or held, which retry() sees): no longer out, whatever the health check awaits.
     this.notSending(d.id, token);
-    if (webhook !== undefined && next.attempts > d.attempts) await this.judge(webhook, next.status === 'delivered', gone, now);
+    if (webhook !== undefined && next.attempts > d.attempts) await this.health.attempted(webhook, next.status === 'delivered', gone, now);
   }
 
   /** The attempt of `token` is over (a later attempt of the same delivery keeps its own mark). */
   private notSending(id: number, token: object): void {
     if (this.sending.get(id) === token) this.sending.delete(id);
-  }
-
-  /**
-   * Seconds before the next attempt after `attempts` failed ones (null: dead): the schedule's, or
-   * the receiver's Retry-After held within the schedule's bounds, with jitter.
-   */
-  private delayAfter(attempts: number, retryAfter: string | null | undefined, now: number): number | null {
-    const scheduled = retryDelay(this.options.schedule, attempts);
-    const asked = parseRetryAfter(retryAfter, now);
-    if (scheduled === null || asked === null) return scheduled;
-    return retryAfterDelay(this.options.schedule, asked, (this.options.random ?? Math.random)());
-  }
-
-  /**
-   * After an attempt: keeps the webhook's failing-since mark, and deactivates it when its receiver
-   * is gone (410) or has failed every attempt for `disableDays`. A failed write of the mark is
-   * logged; the next attempt tries again.
-   */
-  private async judge(webhook: WebhookRecord, delivered: boolean, gone: boolean, at: number): Promise<void> {
-    try {
-      if (gone) return await this.disable(webhook, 'the receiver answered 410 Gone');
-      // A failure longer after the last one than any retry waits (and a minute) starts a new streak.
-      const idleMs = Math.max(...this.options.schedule) * 1000 + 60_000;
-      const marked = await this.webhooks.attempted(webhook.org, webhook.id, delivered, at, idleMs);
-      const since = marked?.failing_since ?? null;
-      if (delivered || since === null || !marked!.active) return;
-      if (this.options.now() - Date.parse(since) >= this.options.disableDays * DAY_MS) {
-        await this.disable(marked!, `every attempt failed since ${since} (${this.options.disableDays} days or more)`);
-      }
-    } catch (error) {
-      this.options.log.error({ org: webhook.org, webhook: webhook.id, err: ensureError(error) }, 'webhook state after an attempt could not be written');
-    }
-  }
-
-  /** Deactivates the webhook (Vigil's decision, `reason`), cancels what waits for it and tells the org's other webhooks. */
-  private async disable(webhook: WebhookRecord, reason: string): Promise<void> {
-    const { webhook: disabled, changed } = await this.webhooks.deactivate(webhook.org, webhook.id, reason);
-    if (!changed) return;
-    this.options.log.warn({ org: webhook.org, webhook: webhook.id, reason }, 'webhook deactivated by Vigil');
-    await this.cancel(disabled);
-    await this.notifyDisabled(disabled, reason);
-  }
-
-  /** Queues a `webhook.disabled` notice to each of the org's other active webhooks. */
-  private async notifyDisabled(disabled: WebhookRecord, reason: string): Promise<void> {
-    const others = this.webhooks.list(disabled.org).filter((w) => w.active && w.id !== disabled.id);
-    if (others.length === 0) return;
-    const now = new Date(this.options.now()).toISOString();
-    const data = { webhook_id: disabled.id, host: new URL(disabled.url).host, reason, deactivated_at: disabled.deactivated_at };
-    const first = await this.newIds(disabled.org, others.length);
-    others.forEach((w, i) => {
-      const envelope: Envelope = { id: this.options.newId(), event: 'webhook.disabled', org: w.org, created_at: now, data };
-      this.writer.changedRecord(queuedDelivery(w, first + i, envelope, now, 0));
-    });
-    await this.writer.flush();
   }
 
   /** `count` fresh delivery ids of the org, the first returned (cluster mode: from the cluster's blocks). */
