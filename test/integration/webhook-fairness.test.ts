@@ -68,13 +68,13 @@ async function deliveries(key: string | undefined, webhook: number): Promise<{ s
 describe('fair delivery', () => {
   it('sends another org\'s delivery at once while 160 of one org wait on a receiver that never answers', async () => {
     await start();
+    const other = await orgKey('globex');
     const silent = await receiver(() => 'hang');
     const healthy = await receiver();
     await createWebhook(undefined, silent.url());
     await holdMany(undefined, 160);
     await waitFor(() => silent.received.length >= PER_WEBHOOK, WITHIN_MS, 'the silent receiver\'s first attempts');
 
-    const other = await orgKey('globex');
     const webhook = await createWebhook(other, healthy.url());
     await holdMany(other, 1);
     await waitFor(() => healthy.received.length === 1, WITHIN_MS, 'the other org\'s delivery');
@@ -118,6 +118,8 @@ describe('fair delivery', () => {
     const held: Reply = () => new Promise<number>((resolve) => answers.push(() => resolve(200)));
     const orgs = [{ key: undefined as string | undefined, receivers: [] as Receiver[], webhooks: [] as number[] }];
     orgs.push({ key: await orgKey('globex'), receivers: [], webhooks: [] });
+    const third = { key: await orgKey('initech'), receivers: [await receiver()], webhooks: [] as number[] };
+    third.webhooks.push(await createWebhook(third.key, third.receivers[0]!.url()));
     for (const org of orgs) {
       for (let i = 0; i < 5; i++) {
         const r = await receiver(held);
@@ -129,8 +131,6 @@ describe('fair delivery', () => {
     const inFlight = (org: (typeof orgs)[number]) => org.receivers.reduce((n, r) => n + r.open, 0);
     await waitFor(() => answers.length === POOL, WITHIN_MS, `${POOL} attempts in flight`);
     // A third org's delivery waits for a free slot of the pool.
-    const third = { key: await orgKey('initech'), receivers: [await receiver()], webhooks: [] as number[] };
-    third.webhooks.push(await createWebhook(third.key, third.receivers[0]!.url()));
     await holdMany(third.key, 1);
     await quietFor(300); // an attempt past a bound would start at once
     expect(third.receivers[0]!.received).toHaveLength(0);
