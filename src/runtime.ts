@@ -178,7 +178,7 @@ async function start(config: Config, log: Logger, options: RuntimeOptions, lock:
     disableDays: config.webhookDisableDays,
     allowPrivate: config.webhookAllowPrivate,
     timeoutMs: options.webhookTimeoutMs ?? 10_000,
-    concurrency: 16,
+    bounds: { total: 16, perOrg: 8, perWebhook: 2 },
     policyDigest: digest,
     now,
     newId: randomUUID,

@@ -1,16 +1,16 @@
 import type { DeliveryRetryCommand, NotOwner, ReplyTo } from '../bus/messages.js';
 import type { LedgerRow } from '../domain/ledger.js';
-import { formatBody, parseRetryAfter, retryAfterDelay, retryDelay, type Envelope } from '../domain/webhook.js';
-import { ensureError } from '../errors.js';
 import type { Lookup } from '../net/receiver-address.js';
 import type { PostOptions, PostResult } from '../net/webhook-sender.js';
 import type { DeliveryRecord, WebhookRecord, WebhookStore } from '../store/webhook-store.js';
-import { DeliveryMaker, queuedDelivery } from './delivery-maker.js';
+import { DeliveryMaker } from './delivery-maker.js';
+import { afterAttempt } from './delivery-outcome.js';
 import { DeliveryOwnership } from './delivery-ownership.js';
-import { failureOf, isDelivered, isGone, sendSigned } from './delivery-send.js';
+import { DeliveryScheduler, type DeliveryBounds } from './delivery-scheduler.js';
 import type { DeliveryScope } from './delivery-scope.js';
+import { isGone, pingWebhook, sendSigned, type PingResult } from './delivery-send.js';
 import { DeliveryWriter } from './delivery-writer.js';
-import { DueQueue } from './due-queue.js';
+import { WebhookHealth } from './webhook-health.js';
 import type { WebhookRegistry } from '../services/webhook-registry.js';
 import type { Logger } from '../log.js';
 
@@ -23,8 +23,8 @@ export interface DeliveryOptions {
   allowPrivate: boolean;
   /** Bound on one attempt, connect to response. */
   timeoutMs: number;
-  /** Attempts in flight at once, across all receivers. */
-  concurrency: number;
+  /** Attempts in flight at once: in all, per org, per webhook (see DeliveryScheduler). */
+  bounds: DeliveryBounds;
   policyDigest: string;
   now: () => number;
   newId: () => string;
@@ -45,14 +45,6 @@ export interface DeliveryOptions {
 }
 
 const NOT_OWNER: NotOwner = { ok: false, code: 'not_owner', message: 'this node does not send the org\'s deliveries' };
-const DAY_MS = 86_400_000;
-
-export interface PingResult {
-  delivered: boolean;
-  /** The receiver's status, 0 when there was no HTTP answer. */
-  status_code: number;
-  error: string | null;
-}
 
 /**
  * Turns committed gate and review records into webhook deliveries and drives them to delivered
@@ -78,19 +70,21 @@ export interface PingResult {
  * webhook deactivated (with a log line); the org's other active webhooks are sent a
  * `webhook.disabled` notice, stored and retried like any delivery (not billed).
  *
+ * Attempts share a pool fairly (DeliveryScheduler): orgs round robin, an org's webhooks round
+ * robin, and bounds per org and per webhook, so slow receivers cannot hold up the others.
+ *
  * Cluster mode (`scope`): the same, per org, on the org's owner only; an org that changes hands is
  * taken over from the shared store (DeliveryOwnership). An attempt whose org changed hands while
  * it was out is not recorded: the new owner makes it again, with the same delivery id.
  */
 export class DeliveryActor {
-  private readonly queue = new DueQueue();
-  /** Queued deliveries by id (the queue may hold stale entries for them). */
-  private readonly queued = new Map<number, DeliveryRecord>();
+  /** The queued deliveries, and the slots of the attempts in flight. */
+  private readonly queued: DeliveryScheduler;
   private nextId: number;
   private readonly writer: DeliveryWriter;
   private readonly maker: DeliveryMaker;
+  private readonly health: WebhookHealth;
   private readonly owned: DeliveryOwnership | null = null;
-  private inflight = 0;
   private readonly attempts = new Set<Promise<void>>();
   /** The deliveries whose attempt is out, by id, each with its attempt's own token. */
   private readonly sending = new Map<number, object>();
@@ -104,25 +98,25 @@ export class DeliveryActor {
     private readonly options: DeliveryOptions,
   ) {
     this.nextId = options.scope === undefined ? store.lastDeliveryId() + 1 : 0;
+    this.queued = new DeliveryScheduler(options.bounds);
     this.maker = new DeliveryMaker(webhooks, options);
     this.writer = new DeliveryWriter(store, {
       onStored: (records) => {
-        for (const d of records) if (d.status === 'queued') this.enqueue(d);
+        for (const d of records) if (d.status === 'queued') this.queued.add(d);
         this.pump();
       },
       onRefused: (orgs) => this.owned?.refused(orgs),
       log: options.log,
       ...(options.storeRetry === undefined ? {} : { retry: options.storeRetry }),
     });
+    this.health = new WebhookHealth(webhooks, this.writer, { cancel: (w) => this.cancel(w), newIds: (org, n) => this.newIds(org, n) }, options);
     if (options.scope !== undefined) {
       const queue = {
         enqueue: (records: readonly DeliveryRecord[]) => {
-          for (const d of records) this.enqueue(d);
+          for (const d of records) this.queued.add(d);
           this.pump();
         },
-        drop: (org: string) => {
-          for (const d of this.queued.values()) if (d.org === org) this.queued.delete(d.id);
-        },
+        drop: (org: string) => void this.queued.dropOrg(org),
       };
       this.owned = new DeliveryOwnership(options.scope, store, webhooks, this.writer, this.maker, queue, options.log);
       // After the registry's own watch (it was made first): a deactivation cancels what waits here.
@@ -167,7 +161,7 @@ export class DeliveryActor {
 
   /** Starts sending: what was queued before a restart resumes on its schedule (cluster mode: as orgs are taken over). */
   start(): void {
-    if (this.owned === null) for (const d of this.store.queuedDeliveries()) this.enqueue(d);
+    if (this.owned === null) for (const d of this.store.queuedDeliveries()) this.queued.add(d);
     this.running = true;
     this.pump();
   }
@@ -203,14 +197,8 @@ export class DeliveryActor {
 
   /** Cancels a deactivated webhook's queued deliveries. */
   cancel(webhook: WebhookRecord): Promise<void> {
-    const cancelled: DeliveryRecord[] = [];
-    for (const d of this.queued.values()) {
-      if (d.org !== webhook.org || d.webhook_id !== webhook.id) continue;
-      cancelled.push({ ...d, status: 'cancelled', last_error: d.last_error ?? 'webhook deactivated' });
-    }
-    for (const d of cancelled) {
-      this.queued.delete(d.id);
-      this.writer.changedRecord(d);
+    for (const d of this.queued.dropWebhook(webhook.org, webhook.id)) {
+      this.writer.changedRecord({ ...d, status: 'cancelled', last_error: d.last_error ?? 'webhook deactivated' });
     }
     return this.writer.flush();
   }
@@ -246,7 +234,7 @@ export class DeliveryActor {
     if (this.sending.has(d.id)) return { ok: true, value: { ...d, status: 'queued' } };
     if (d.status === 'queued') {
       // Stored as queued but scheduled nowhere here (a retry stored as the org changed hands): sent now.
-      this.enqueue(d);
+      this.queued.add(d);
       this.pump();
       return { ok: true, value: d };
     }
@@ -261,17 +249,8 @@ export class DeliveryActor {
   }
 
   /** Sends a signed ping now: not stored, not retried. */
-  async ping(webhook: WebhookRecord): Promise<PingResult> {
-    const envelope: Envelope = {
-      id: this.options.newId(),
-      event: 'ping',
-      org: webhook.org,
-      created_at: new Date(this.options.now()).toISOString(),
-      data: { webhook_id: webhook.id, message: 'ping from vigil: this receiver is set up' },
-    };
-    const result = await sendSigned(this.options, webhook, envelope.id, 'ping', formatBody(webhook.format, envelope));
-    const delivered = isDelivered(result);
-    return { delivered, status_code: result.status ?? 0, error: delivered ? null : failureOf(result) };
+  ping(webhook: WebhookRecord): Promise<PingResult> {
+    return pingWebhook(this.options, webhook);
   }
 
   /** Stops sending; waits for attempts in flight and pending writes. */
@@ -285,40 +264,39 @@ export class DeliveryActor {
     this.writer.stop();
   }
 
-  private enqueue(d: DeliveryRecord): void {
-    this.queued.set(d.id, d);
-    this.queue.push(Date.parse(d.next_attempt_at ?? d.created_at), d.id);
-  }
-
-  /** Starts every due attempt the concurrency allows, then sets the timer for the next one. */
+  /** Starts every due attempt the bounds allow, then sets the timer for the next one. */
   private pump(): void {
     if (!this.running) return;
     const now = this.options.now();
-    while (this.inflight < this.options.concurrency) {
-      const top = this.queue.peek();
-      if (top === undefined || top.at > now) break;
-      this.queue.pop();
-      const d = this.queued.get(top.id);
-      if (d === undefined || Date.parse(d.next_attempt_at ?? '') !== top.at) continue; // stale entry
-      this.queued.delete(d.id);
+    for (;;) {
+      const d = this.queued.take(now);
+      if (d === undefined) break;
       const epoch = this.owned?.current(d.org);
-      if (epoch === null) continue; // no longer this node's to send
+      if (epoch === null) {
+        this.queued.release(d); // no longer this node's to send
+        continue;
+      }
       const token = {};
       this.sending.set(d.id, token);
-      const attempt = this.attempt(d, token, epoch).finally(() => {
+      let slot = true;
+      const free = (): void => {
+        if (!slot) return;
+        slot = false;
+        this.queued.release(d);
+        this.pump();
+      };
+      const attempt = this.attempt(d, token, free, epoch).finally(() => {
         this.notSending(d.id, token);
         this.attempts.delete(attempt);
-        this.inflight--;
-        this.pump();
+        free();
       });
-      this.inflight++;
       this.attempts.add(attempt);
     }
     this.arm();
   }
 
   private arm(): void {
-    const next = this.inflight < this.options.concurrency ? this.queue.peek()?.at : undefined;
+    const next = this.queued.nextAt();
     if (next === undefined || next >= this.timerAt) return;
     if (this.timer !== null) clearTimeout(this.timer);
     this.timerAt = next;
@@ -330,8 +308,12 @@ export class DeliveryActor {
     this.timer.unref();
   }
 
-  /** `epoch`: cluster mode, the org's epoch when the attempt began (DeliveryOwnership.current). */
-  private async attempt(d: DeliveryRecord, token: object, epoch?: number): Promise<void> {
+  /**
+   * `sent`: called once the request is over (answer, error or timeout), so its slot serves
+   * another attempt while the outcome is written. `epoch`: cluster mode, the org's epoch when the
+   * attempt began (DeliveryOwnership.current).
+   */
+  private async attempt(d: DeliveryRecord, token: object, sent: () => void, epoch?: number): Promise<void> {
     const webhook = this.webhooks.get(d.org, d.webhook_id);
     let next: DeliveryRecord;
     let gone = false;
@@ -340,23 +322,10 @@ export class DeliveryActor {
       next = { ...d, status: 'cancelled', last_error: d.last_error ?? 'webhook deactivated' };
     } else {
       const result = await sendSigned(this.options, webhook, d.envelope_id, d.event, d.body);
+      sent();
       now = this.options.now();
-      const attempts = d.attempts + 1;
       gone = isGone(result);
-      if (isDelivered(result)) {
-        const at = new Date(now).toISOString();
-        next = { ...d, status: 'delivered', attempts, next_attempt_at: at, last_status: result.status, delivered_at: at };
-      } else {
-        const delay = gone ? null : this.delayAfter(attempts, result.retryAfter, now);
-        next = {
-          ...d,
-          status: delay === null ? 'dead' : 'queued',
-          attempts,
-          next_attempt_at: new Date(delay === null ? now : now + delay * 1000).toISOString(),
-          last_error: gone ? 'receiver answered 410 Gone' : failureOf(result),
-          last_status: result.status,
-        };
-      }
+      next = afterAttempt(d, result, now, this.options.schedule, this.options.random ?? Math.random);
     }
     // Deactivated while this attempt was out: no retry.
     if (next.status === 'queued' && this.webhooks.get(next.org, next.webhook_id)?.active !== true) {
@@ -370,69 +339,14 @@ export class DeliveryActor {
     }
     this.writer.changedRecord(next);
     await this.writer.flush();
-    // Its outcome is stored (or held, which retry() sees): no longer out, whatever judge() awaits.
+    // Its outcome is stored (or held, which retry() sees): no longer out, whatever the health check awaits.
     this.notSending(d.id, token);
-    if (webhook !== undefined && next.attempts > d.attempts) await this.judge(webhook, next.status === 'delivered', gone, now);
+    if (webhook !== undefined && next.attempts > d.attempts) await this.health.attempted(webhook, next.status === 'delivered', gone, now);
   }
 
   /** The attempt of `token` is over (a later attempt of the same delivery keeps its own mark). */
   private notSending(id: number, token: object): void {
     if (this.sending.get(id) === token) this.sending.delete(id);
-  }
-
-  /**
-   * Seconds before the next attempt after `attempts` failed ones (null: dead): the schedule's, or
-   * the receiver's Retry-After held within the schedule's bounds, with jitter.
-   */
-  private delayAfter(attempts: number, retryAfter: string | null | undefined, now: number): number | null {
-    const scheduled = retryDelay(this.options.schedule, attempts);
-    const asked = parseRetryAfter(retryAfter, now);
-    if (scheduled === null || asked === null) return scheduled;
-    return retryAfterDelay(this.options.schedule, asked, (this.options.random ?? Math.random)());
-  }
-
-  /**
-   * After an attempt: keeps the webhook's failing-since mark, and deactivates it when its receiver
-   * is gone (410) or has failed every attempt for `disableDays`. A failed write of the mark is
-   * logged; the next attempt tries again.
-   */
-  private async judge(webhook: WebhookRecord, delivered: boolean, gone: boolean, at: number): Promise<void> {
-    try {
-      if (gone) return await this.disable(webhook, 'the receiver answered 410 Gone');
-      // A failure longer after the last one than any retry waits (and a minute) starts a new streak.
-      const idleMs = Math.max(...this.options.schedule) * 1000 + 60_000;
-      const marked = await this.webhooks.attempted(webhook.org, webhook.id, delivered, at, idleMs);
-      const since = marked?.failing_since ?? null;
-      if (delivered || since === null || !marked!.active) return;
-      if (this.options.now() - Date.parse(since) >= this.options.disableDays * DAY_MS) {
-        await this.disable(marked!, `every attempt failed since ${since} (${this.options.disableDays} days or more)`);
-      }
-    } catch (error) {
-      this.options.log.error({ org: webhook.org, webhook: webhook.id, err: ensureError(error) }, 'webhook state after an attempt could not be written');
-    }
-  }
-
-  /** Deactivates the webhook (Vigil's decision, `reason`), cancels what waits for it and tells the org's other webhooks. */
-  private async disable(webhook: WebhookRecord, reason: string): Promise<void> {
-    const { webhook: disabled, changed } = await this.webhooks.deactivate(webhook.org, webhook.id, reason);
-    if (!changed) return;
-    this.options.log.warn({ org: webhook.org, webhook: webhook.id, reason }, 'webhook deactivated by Vigil');
-    await this.cancel(disabled);
-    await this.notifyDisabled(disabled, reason);
-  }
-
-  /** Queues a `webhook.disabled` notice to each of the org's other active webhooks. */
-  private async notifyDisabled(disabled: WebhookRecord, reason: string): Promise<void> {
-    const others = this.webhooks.list(disabled.org).filter((w) => w.active && w.id !== disabled.id);
-    if (others.length === 0) return;
-    const now = new Date(this.options.now()).toISOString();
-    const data = { webhook_id: disabled.id, host: new URL(disabled.url).host, reason, deactivated_at: disabled.deactivated_at };
-    const first = await this.newIds(disabled.org, others.length);
-    others.forEach((w, i) => {
-      const envelope: Envelope = { id: this.options.newId(), event: 'webhook.disabled', org: w.org, created_at: now, data };
-      this.writer.changedRecord(queuedDelivery(w, first + i, envelope, now, 0));
-    });
-    await this.writer.flush();
   }
 
   /** `count` fresh delivery ids of the org, the first returned (cluster mode: from the cluster's blocks). */

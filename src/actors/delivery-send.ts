@@ -1,4 +1,4 @@
-import { signingHeaders, type WebhookEvent } from '../domain/webhook.js';
+import { formatBody, signingHeaders, type Envelope, type WebhookEvent } from '../domain/webhook.js';
 import type { Lookup } from '../net/receiver-address.js';
 import { postWebhook, type PostOptions, type PostResult } from '../net/webhook-sender.js';
 import { signingSecrets, type WebhookRecord } from '../store/webhook-store.js';
@@ -35,6 +35,27 @@ export function sendSigned(options: SendOptions, webhook: WebhookRecord, deliver
     allowPrivate: options.allowPrivate,
     ...(options.lookup === undefined ? {} : { lookup: options.lookup }),
   });
+}
+
+export interface PingResult {
+  delivered: boolean;
+  /** The receiver's status, 0 when there was no HTTP answer. */
+  status_code: number;
+  error: string | null;
+}
+
+/** Sends a signed ping now: not stored, not retried. */
+export async function pingWebhook(options: SendOptions & { newId: () => string }, webhook: WebhookRecord): Promise<PingResult> {
+  const envelope: Envelope = {
+    id: options.newId(),
+    event: 'ping',
+    org: webhook.org,
+    created_at: new Date(options.now()).toISOString(),
+    data: { webhook_id: webhook.id, message: 'ping from vigil: this receiver is set up' },
+  };
+  const result = await sendSigned(options, webhook, envelope.id, 'ping', formatBody(webhook.format, envelope));
+  const delivered = isDelivered(result);
+  return { delivered, status_code: result.status ?? 0, error: delivered ? null : failureOf(result) };
 }
 
 export function isDelivered(result: PostResult): boolean {

@@ -1,6 +1,13 @@
-/** A min-heap of (time, delivery id): the next attempt due first. Stale entries are the caller's to skip. */
+/**
+ * A min-heap of (time, delivery id): the next attempt due first, and of two due at once the one
+ * made first (ids grow). Stale entries are the caller's to skip.
+ */
 export class DueQueue {
   private readonly heap: { at: number; id: number }[] = [];
+
+  get size(): number {
+    return this.heap.length;
+  }
 
   push(at: number, id: number): void {
     const h = this.heap;
@@ -8,7 +15,7 @@ export class DueQueue {
     let i = h.length - 1;
     while (i > 0) {
       const parent = (i - 1) >> 1;
-      if (h[parent]!.at <= h[i]!.at) break;
+      if (!before(h[i]!, h[parent]!)) break;
       [h[parent], h[i]] = [h[i]!, h[parent]!];
       i = parent;
     }
@@ -28,11 +35,15 @@ export class DueQueue {
       const l = 2 * i + 1;
       const r = l + 1;
       let m = i;
-      if (l < h.length && h[l]!.at < h[m]!.at) m = l;
-      if (r < h.length && h[r]!.at < h[m]!.at) m = r;
+      if (l < h.length && before(h[l]!, h[m]!)) m = l;
+      if (r < h.length && before(h[r]!, h[m]!)) m = r;
       if (m === i) return;
       [h[m], h[i]] = [h[i]!, h[m]!];
       i = m;
     }
   }
+}
+
+function before(a: { at: number; id: number }, b: { at: number; id: number }): boolean {
+  return a.at < b.at || (a.at === b.at && a.id < b.id);
 }

@@ -29,6 +29,10 @@ export interface Receiver {
   /** http://127.0.0.1:<port><path> */
   url(path?: string): string;
   received: Received[];
+  /** Requests received and not answered (yet) whose connection is still open: attempts in flight here. */
+  open: number;
+  /** The most requests ever open at once. */
+  mostOpen: number;
   reply: Reply;
   close(): Promise<void>;
 }
@@ -39,6 +43,8 @@ export async function startReceiver(reply: Reply = () => 200): Promise<Receiver>
     port: 0,
     url: (path = '/hook') => `http://127.0.0.1:${receiver.port}${path}`,
     received,
+    open: 0,
+    mostOpen: 0,
     reply,
     close: () =>
       new Promise<void>((resolve) => {
@@ -53,11 +59,21 @@ export async function startReceiver(reply: Reply = () => 200): Promise<Receiver>
       const request: Received = { method: req.method ?? '', path: req.url ?? '', headers: req.headers, body: Buffer.concat(chunks), at: Date.now() };
       const n = received.length;
       received.push(request);
+      receiver.open++;
+      receiver.mostOpen = Math.max(receiver.mostOpen, receiver.open);
+      let closed = false;
+      const close = () => {
+        if (!closed) receiver.open--;
+        closed = true;
+      };
+      // The sender giving up (its timeout) closes the connection: the request is no longer in flight.
+      res.on('close', close);
       const status = receiver.reply(request, n);
       if (status === 'hang') return;
       void Promise.resolve(status).then((answer) => {
         const { status: code, headers } = typeof answer === 'number' ? { status: answer, headers: {} } : answer;
         res.writeHead(code, { 'content-type': 'text/plain', ...headers }).end('ok');
+        close();
       });
     });
   });
