@@ -14,12 +14,18 @@ export class RateLimiter {
   private readonly windows = new Map<string, { start: number; count: number }>();
 
   constructor(
-    private readonly limit: number,
+    /** What one client may take in a window. */
+    readonly limit: number,
     private readonly windowMs: number,
     private readonly maxClients = 100_000,
   ) {}
 
-  take(client: string, now: number): RateDecision {
+  /**
+   * Takes `cost` (a request: 1; events: how many) from the client's window. A refusal takes
+   * nothing, so a smaller take may still fit in what is left of the window; for a cost of 1 that
+   * is the same as counting it (the window is full either way).
+   */
+  take(client: string, now: number, cost = 1): RateDecision {
     let window = this.windows.get(client);
     if (window === undefined || now - window.start >= this.windowMs) {
       if (window !== undefined) this.windows.delete(client);
@@ -27,14 +33,10 @@ export class RateLimiter {
       window = { start: now, count: 0 };
       this.windows.set(client, window);
     }
-    window.count++;
+    const allowed = window.count + cost <= this.limit;
+    if (allowed) window.count += cost;
     const resetSeconds = Math.max(1, Math.ceil((window.start + this.windowMs - now) / 1000));
-    return {
-      allowed: window.count <= this.limit,
-      limit: this.limit,
-      remaining: Math.max(0, this.limit - window.count),
-      resetSeconds,
-    };
+    return { allowed, limit: this.limit, remaining: Math.max(0, this.limit - window.count), resetSeconds };
   }
 
   get size(): number {

@@ -6,6 +6,7 @@ import type { KeyRecord } from '../store/registry-store.js';
 import { readJsonBody } from './body.js';
 import { errorResponse } from './errors.js';
 import { awaitAnswer, resumeReading, statusLine, watchAbort, type Exchange } from './exchange.js';
+import { chargeEvents } from './key-rate.js';
 import type { RateLimiter } from './rate-limit.js';
 import { streamLines } from './stream.js';
 import type { Logger } from '../log.js';
@@ -50,6 +51,12 @@ export interface Route {
    * whatever its method, and with VIGIL_STRICT_AUDIT only such a key or an admin one may.
    */
   audit?: true;
+  /**
+   * How many events the request's body carries (an ingest batch): the key's rate counts each of
+   * them, the request's own one included, before the handler runs (429, or 400 for more than the
+   * rate allows at once, nothing written).
+   */
+  events?: (body: unknown) => number;
   handler: (ctx: RouteContext) => RouteResult | Promise<RouteResult>;
 }
 
@@ -145,6 +152,12 @@ function handle(m: Mounted, res: HttpResponse, req: HttpRequest): void {
     readJsonBody(res, headers['content-type'] ?? '', headers['content-length'] ?? '').then(
       (body) => {
         ctx.body = body;
+        try {
+          if (m.route.events !== undefined) chargeEvents(m.deps.keyLimiter, ctx.key.id, m.route.events(body), m.deps.now(), 1);
+        } catch (error) {
+          sendError(exchange, error);
+          return;
+        }
         run(m.route, exchange, ctx);
       },
       (error: unknown) => sendError(exchange, error),

@@ -15,6 +15,15 @@ describe('RateLimiter', () => {
     }
   });
 
+  it('takes a cost (events) at once, all or nothing: a refused take counts nothing, so a smaller one still fits', () => {
+    const limiter = new RateLimiter(5, 1000);
+    expect(limiter.take('c', 0, 3)).toMatchObject({ allowed: true, remaining: 2 });
+    expect(limiter.take('c', 1, 3)).toMatchObject({ allowed: false, remaining: 2 });
+    expect(limiter.take('c', 2, 2)).toMatchObject({ allowed: true, remaining: 0 });
+    expect(limiter.take('c', 3)).toMatchObject({ allowed: false, remaining: 0 });
+    expect(limiter.take('c', 1000, 5)).toMatchObject({ allowed: true, remaining: 0 });
+  });
+
   it('starts a new window once windowMs has passed', () => {
     const limiter = new RateLimiter(3, 1000);
     const t0 = 5_000;
