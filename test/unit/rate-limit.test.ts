@@ -24,6 +24,15 @@ describe('RateLimiter', () => {
     expect(limiter.take('c', 1000, 5)).toMatchObject({ allowed: true, remaining: 0 });
   });
 
+  it('takes more than the limit only from an empty window, which it then holds for as many windows as it fills', () => {
+    const limiter = new RateLimiter(5, 1000);
+    limiter.take('c', 0, 1);
+    expect(limiter.take('c', 10, 12)).toMatchObject({ allowed: false, resetSeconds: 1 });
+    expect(limiter.take('c', 1000, 12)).toMatchObject({ allowed: true, remaining: 0, resetSeconds: 3 });
+    expect(limiter.take('c', 3999, 1)).toMatchObject({ allowed: false, resetSeconds: 1 });
+    expect(limiter.take('c', 4000, 1)).toMatchObject({ allowed: true, remaining: 4 });
+  });
+
   it('starts a new window once windowMs has passed', () => {
     const limiter = new RateLimiter(3, 1000);
     const t0 = 5_000;

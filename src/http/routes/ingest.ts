@@ -63,10 +63,10 @@ export function ingestRoutes(deps: AppDeps): Route[] {
   ];
 }
 
-/** A batch body's events, as the key's rate counts them; a body that is no batch counts as its request (the handler refuses it). */
+/** A batch body's events, as the key's rate counts them; a body that is no batch counts one, as a request (the handler refuses it). */
 function eventsOf(body: unknown): number {
   const events = typeof body === 'object' && body !== null ? (body as { events?: unknown }).events : undefined;
-  return Array.isArray(events) && events.length <= MAX_BATCH_EVENTS ? events.length : 1;
+  return Array.isArray(events) && events.length >= 1 && events.length <= MAX_BATCH_EVENTS ? events.length : 1;
 }
 
 /**
