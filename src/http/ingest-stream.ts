@@ -73,7 +73,7 @@ interface StreamContext {
  * from any socket, share group commits.
  */
 export function mountIngestStream(app: uws.TemplatedApp, deps: AppDeps, routerDeps: RouterDeps): void {
-  const context: StreamContext = { deps, limiter: routerDeps.keyLimiter, keys: new StreamKeyWatch(routerDeps.registry, 'events:write', deps.log) };
+  const streams: StreamContext = { deps, limiter: routerDeps.keyLimiter, keys: new StreamKeyWatch(routerDeps.registry, 'events:write', deps.log) };
   // The upgrade request is a request like any other: counted, and its access line at debug.
   const observer = RouteObserver.of(routerDeps.metrics ?? null, deps.log, 'GET', STREAM_PATH);
   app.ws<StreamConn>(STREAM_PATH, {
@@ -113,20 +113,20 @@ export function mountIngestStream(app: uws.TemplatedApp, deps: AppDeps, routerDe
     open: (ws) => {
       const conn = ws.getUserData();
       conn.watched = { key: conn.key, end: (close) => endFor(ws, conn, close) };
-      context.keys.add(conn.watched);
+      streams.keys.add(conn.watched);
     },
     message: (ws, message, isBinary) => {
       const conn = ws.getUserData();
-      if (!keyStillWrites(ws, conn, context)) return;
+      if (!keyStillWrites(ws, conn, streams)) return;
       // The message buffer is valid only during this call.
       const bytes = Buffer.from(message.slice(0));
-      take(ws, conn, bytes, isBinary, context);
+      take(ws, conn, bytes, isBinary, streams);
     },
     drain: (ws) => flush(ws, ws.getUserData()),
     close: (ws) => {
       const conn = ws.getUserData();
       conn.gone.aborted = true;
-      if (conn.watched !== null) context.keys.delete(conn.watched);
+      if (conn.watched !== null) streams.keys.delete(conn.watched);
     },
   });
 }
