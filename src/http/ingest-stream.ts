@@ -2,12 +2,16 @@ import { pack, Unpackr } from 'msgpackr';
 import type uws from 'uWebSockets.js';
 import { z } from 'zod';
 import { VigilError } from '../errors.js';
+import type { KeyRecord } from '../store/registry-store.js';
 import type { AppDeps } from './deps.js';
-import { errorResponse } from './errors.js';
+import { errorResponse, type ErrorResponse } from './errors.js';
 import { statusLine, type Exchange } from './exchange.js';
+import { chargeEvents } from './key-rate.js';
 import { RouteObserver } from './observe.js';
+import type { RateLimiter } from './rate-limit.js';
 import { authorize, type RouterDeps } from './router.js';
 import { ingestEvents, MAX_BATCH_EVENTS, prefersReceipt, type EventOutcome } from './routes/ingest.js';
+import { StreamKeyWatch, type KeyClose, type WatchedStream } from './stream-keys.js';
 
 /** The stream's subprotocols (DESIGN §9): text frames of JSON (the default), or binary frames of msgpack. */
 export const STREAM_PROTOCOLS = ['vigil.v1+json', 'vigil.v1+msgpack'] as const;
@@ -32,11 +36,15 @@ const frameSchema = z.strictObject({
 });
 
 type FrameId = string | number | null;
-type ServerFrame = { id: FrameId; results: EventOutcome[] } | { id: FrameId; error: { code: string; message: string; details?: unknown } };
+type FrameError = { code: string; message: string; details?: unknown; retry_after_seconds?: number };
+type ServerFrame = { id: FrameId; results: EventOutcome[] } | { id: FrameId; error: FrameError };
 
-/** What one connection keeps: its org, its protocol, and its answers in the order frames came. */
+/** What one connection keeps: its key, its protocol, and its answers in the order frames came. */
 interface StreamConn {
-  org: string;
+  /** The key the upgrade was authorised with, as it was then (every frame checks it again). */
+  key: KeyRecord;
+  /** The connection as the key watch holds it from open to close. */
+  watched: WatchedStream | null;
   binary: boolean;
   /** `Prefer: receipt` on the upgrade request: every result carries its signed receipt (DESIGN §10). */
   receipt: boolean;
@@ -47,14 +55,25 @@ interface StreamConn {
   gone: { aborted: boolean };
 }
 
+/** What every connection's frames are taken with. */
+interface StreamContext {
+  deps: AppDeps;
+  limiter: RateLimiter | null;
+  keys: StreamKeyWatch;
+}
+
 /**
  * `GET /events/stream` (DESIGN §9): a WebSocket on which a runtime sends `{id, events}` frames and
  * gets `{id, results}` back, in the order sent, once the frame's events are durable. Auth is on the
- * upgrade request (401/403 as HTTP, no upgrade). A bad frame is answered with an error frame and
- * the connection stays open. Events of every connection go to the org writers as the batch route
- * sends them, so frames arriving in one event-loop turn, from any socket, share group commits.
+ * upgrade request (401/403/429 as HTTP, no upgrade), and the key is checked again before every frame
+ * and every KEY_CHECK_MS: once it is revoked the connection is closed (4401) and writes nothing
+ * more. A frame's events count against the key's rate (the upgrade counted one request). A bad
+ * frame is answered with an error frame and the connection stays open. Events of every connection
+ * go to the org writers as the batch route sends them, so frames arriving in one event-loop turn,
+ * from any socket, share group commits.
  */
 export function mountIngestStream(app: uws.TemplatedApp, deps: AppDeps, routerDeps: RouterDeps): void {
+  const streams: StreamContext = { deps, limiter: routerDeps.keyLimiter, keys: new StreamKeyWatch(routerDeps.registry, 'events:write', deps.log) };
   // The upgrade request is a request like any other: counted, and its access line at debug.
   const observer = RouteObserver.of(routerDeps.metrics ?? null, deps.log, 'GET', STREAM_PATH);
   app.ws<StreamConn>(STREAM_PATH, {
@@ -71,11 +90,10 @@ export function mountIngestStream(app: uws.TemplatedApp, deps: AppDeps, routerDe
       const offered = req.getHeader('sec-websocket-protocol');
       const extensions = req.getHeader('sec-websocket-extensions');
       const receipt = prefersReceipt(req.getHeader('prefer'));
-      let org: string;
+      let caller: KeyRecord;
       let protocol: StreamProtocol | '';
       try {
-        const caller = authorize('events:write', authorization, routerDeps);
-        org = caller.org;
+        caller = authorize('events:write', authorization, routerDeps);
         if (seen !== null) seen.keyId = caller.id;
         protocol = chooseProtocol(offered);
       } catch (error) {
@@ -88,19 +106,27 @@ export function mountIngestStream(app: uws.TemplatedApp, deps: AppDeps, routerDe
         if (seen !== null) observer?.answered(seen, status);
         return;
       }
-      const conn: StreamConn = { org, binary: protocol === 'vigil.v1+msgpack', receipt, answers: [], inFlight: 0, gone: { aborted: false } };
+      const conn: StreamConn = { key: caller, watched: null, binary: protocol === 'vigil.v1+msgpack', receipt, answers: [], inFlight: 0, gone: { aborted: false } };
       res.cork(() => res.upgrade(conn, key, protocol, extensions, context));
       if (seen !== null) observer?.answered(seen, 101);
     },
+    open: (ws) => {
+      const conn = ws.getUserData();
+      conn.watched = { key: conn.key, end: (close) => endFor(ws, conn, close) };
+      streams.keys.add(conn.watched);
+    },
     message: (ws, message, isBinary) => {
       const conn = ws.getUserData();
+      if (!keyStillWrites(ws, conn, streams)) return;
       // The message buffer is valid only during this call.
       const bytes = Buffer.from(message.slice(0));
-      take(ws, conn, bytes, isBinary, deps);
+      take(ws, conn, bytes, isBinary, streams);
     },
     drain: (ws) => flush(ws, ws.getUserData()),
     close: (ws) => {
-      ws.getUserData().gone.aborted = true;
+      const conn = ws.getUserData();
+      conn.gone.aborted = true;
+      if (conn.watched !== null) streams.keys.delete(conn.watched);
     },
   });
 }
@@ -114,7 +140,32 @@ function chooseProtocol(offered: string): StreamProtocol | '' {
   return known;
 }
 
-function take(ws: uws.WebSocket<StreamConn>, conn: StreamConn, bytes: Buffer, isBinary: boolean, deps: AppDeps): void {
+/**
+ * Whether the connection's key may still write, checked before the frame is even read: a revoked
+ * key's frame is not answered, its connection is closed, and whatever of its earlier frames is
+ * still undecided is not recorded (the writer skips an aborted connection's commands).
+ */
+function keyStillWrites(ws: uws.WebSocket<StreamConn>, conn: StreamConn, context: StreamContext): boolean {
+  let close: KeyClose | null;
+  try {
+    close = context.keys.check(conn.key);
+  } catch (error) {
+    answerNow(ws, conn, { id: null, error: frameError(errorResponse(error, context.deps.log)) });
+    return false;
+  }
+  if (close === null) return true;
+  endFor(ws, conn, close);
+  return false;
+}
+
+function endFor(ws: uws.WebSocket<StreamConn>, conn: StreamConn, close: KeyClose): void {
+  if (conn.gone.aborted) return;
+  conn.gone.aborted = true;
+  ws.end(close.code, close.reason);
+}
+
+function take(ws: uws.WebSocket<StreamConn>, conn: StreamConn, bytes: Buffer, isBinary: boolean, context: StreamContext): void {
+  const { deps } = context;
   let raw: unknown;
   try {
     raw = isBinary !== conn.binary ? undefined : conn.binary ? unpackr.unpack(bytes) : JSON.parse(bytes.toString('utf8'));
@@ -140,20 +191,32 @@ function take(ws: uws.WebSocket<StreamConn>, conn: StreamConn, bytes: Buffer, is
   if (conn.inFlight >= limit) {
     return answerNow(ws, conn, { id, error: { code: 'overloaded', message: `at most ${limit} frames of a connection wait for their answers; send this one again later` } });
   }
+  try {
+    // Nothing of a refused frame is written: the client sends it again, with the same keys, after retry_after_seconds.
+    chargeEvents(context.limiter, conn.key.id, parsed.data.events.length, deps.now());
+  } catch (error) {
+    return answerNow(ws, conn, { id, error: frameError(errorResponse(error, deps.log)) });
+  }
   const slot: StreamConn['answers'][number] = { frame: null, counts: true };
   conn.answers.push(slot);
   conn.inFlight++;
-  ingestEvents(deps, conn.org, parsed.data.events, conn.gone, conn.receipt, 'stream').then(
+  ingestEvents(deps, conn.key.org, parsed.data.events, conn.gone, conn.receipt, 'stream').then(
     (results) => {
       slot.frame = { id: parsed.data.id, results };
       flush(ws, conn);
     },
     (error: unknown) => {
-      const { body } = errorResponse(error, deps.log);
-      slot.frame = { id: parsed.data.id, ...(JSON.parse(body) as { error: { code: string; message: string } }) };
+      slot.frame = { id: parsed.data.id, error: frameError(errorResponse(error, deps.log)) };
       flush(ws, conn);
     },
   );
+}
+
+/** An error as a frame carries it: the HTTP body's error, and its Retry-After (seconds) when it has one. */
+function frameError(response: ErrorResponse): FrameError {
+  const { error } = JSON.parse(response.body) as { error: FrameError };
+  const retry = response.headers['retry-after'];
+  return retry === undefined ? error : { ...error, retry_after_seconds: Number(retry) };
 }
 
 /** Whether a decoded msgpack value is plain JSON data (finite numbers, strings, booleans, null, arrays, objects). */

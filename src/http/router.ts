@@ -6,6 +6,7 @@ import type { KeyRecord } from '../store/registry-store.js';
 import { readJsonBody } from './body.js';
 import { errorResponse } from './errors.js';
 import { awaitAnswer, resumeReading, statusLine, watchAbort, type Exchange } from './exchange.js';
+import { chargeEvents } from './key-rate.js';
 import type { RateLimiter } from './rate-limit.js';
 import { streamLines } from './stream.js';
 import type { Logger } from '../log.js';
@@ -50,6 +51,11 @@ export interface Route {
    * whatever its method, and with VIGIL_STRICT_AUDIT only such a key or an admin one may.
    */
   audit?: true;
+  /**
+   * How many events the request's body carries (an ingest batch): the key's rate counts them in
+   * place of the request's one, before the handler runs (past it: 429, nothing written).
+   */
+  events?: (body: unknown) => number;
   handler: (ctx: RouteContext) => RouteResult | Promise<RouteResult>;
 }
 
@@ -145,6 +151,12 @@ function handle(m: Mounted, res: HttpResponse, req: HttpRequest): void {
     readJsonBody(res, headers['content-type'] ?? '', headers['content-length'] ?? '').then(
       (body) => {
         ctx.body = body;
+        try {
+          if (m.route.events !== undefined) chargeEvents(m.deps.keyLimiter, ctx.key.id, m.route.events(body), m.deps.now());
+        } catch (error) {
+          sendError(exchange, error);
+          return;
+        }
         run(m.route, exchange, ctx);
       },
       (error: unknown) => sendError(exchange, error),
@@ -217,11 +229,11 @@ function run(route: Route, exchange: Exchange, ctx: RouteContext): void {
 
 /**
  * The caller's key for a route needing `auth`: 401 without a valid key, 403 without the scope,
- * 429 past the key's rate. A route any key may call (`key`) refuses a key holding only
+ * 429 past the key's rate (a route carrying events is counted later, by them). A route any key may call (`key`) refuses a key holding only
  * `audit:read` unless it reads (GET, or an audit route); an audit route under VIGIL_STRICT_AUDIT
  * takes only an `audit:read` or `admin` key.
  */
-export function authorize(auth: Exclude<Auth, 'none'>, authorization: string, deps: RouterDeps, route?: Pick<Route, 'method' | 'audit'>): KeyRecord {
+export function authorize(auth: Exclude<Auth, 'none'>, authorization: string, deps: RouterDeps, route?: Pick<Route, 'method' | 'audit' | 'events'>): KeyRecord {
   const key = deps.registry.authenticate(authorization);
   if (auth !== 'key') {
     if (!key.scopes.includes(auth)) throw new VigilError('forbidden', `this route needs the ${auth} scope`);
@@ -233,7 +245,8 @@ export function authorize(auth: Exclude<Auth, 'none'>, authorization: string, de
       throw new VigilError('forbidden', 'this route needs the audit:read (or admin) scope: VIGIL_STRICT_AUDIT is on');
     }
   }
-  if (deps.keyLimiter !== null) {
+  // A route carrying events is counted by them once its body is read.
+  if (deps.keyLimiter !== null && route?.events === undefined) {
     const decision = deps.keyLimiter.take(key.id, deps.now());
     if (!decision.allowed) {
       throw new VigilError('rate_limited', 'too many requests for this key', undefined, {

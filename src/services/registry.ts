@@ -121,6 +121,15 @@ export class Registry {
     return record;
   }
 
+  /**
+   * The key's record as the store holds it now, or undefined once it is revoked (or gone): what a
+   * long-lived connection authenticated once checks again (a synchronous read, as on every request).
+   */
+  current(key: KeyRecord): KeyRecord | undefined {
+    const record = this.store.getKey(key.hash);
+    return record === undefined || record.id !== key.id || record.revoked_at != null ? undefined : record;
+  }
+
   /** The org's keys, oldest first, as the admin routes show them. */
   listKeys(org: string): KeyView[] {
     return this.store

@@ -1,79 +1,17 @@
-import { pack, unpack } from 'msgpackr';
+import { pack } from 'msgpackr';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { describeModes, type ModeServers } from '../support/modes.js';
-import { ADMIN_KEY, call } from '../support/server.js';
+import { call } from '../support/server.js';
+import { openStream, rawSocket, type StreamClient } from '../support/stream-client.js';
 
 /** `GET /events/stream` (DESIGN §9) over a real WebSocket, in both modes. */
 
-interface Client {
-  ws: WebSocket;
-  /** Every frame the server sent, decoded. */
-  frames: any[];
-  /** Resolves with the next `n` frames (from those not yet taken). */
-  next(n?: number): Promise<any[]>;
-  send(frame: unknown): void;
-  close(): Promise<void>;
-}
-
-/** The TCP socket under a `ws` client, to stop (and resume) reading from the server. */
-const rawSocket = (ws: WebSocket): { pause(): void; resume(): void } => (ws as unknown as { _socket: { pause(): void; resume(): void } })._socket;
-
-function open(url: string, options: { key?: string | null; protocol?: string } = {}): Promise<Client> {
-  const headers: Record<string, string> = {};
-  const key = options.key === undefined ? ADMIN_KEY : options.key;
-  if (key !== null) headers.authorization = `Bearer ${key}`;
-  const ws = new WebSocket(url.replace(/^http/, 'ws') + '/events/stream', options.protocol === undefined ? [] : [options.protocol], { headers });
-  const binary = options.protocol === 'vigil.v1+msgpack';
-  const frames: any[] = [];
-  let taken = 0;
-  let wake: (() => void) | null = null;
-  ws.on('message', (data: Buffer, isBinary: boolean) => {
-    frames.push(isBinary ? unpack(data) : JSON.parse(data.toString('utf8')));
-    wake?.();
-  });
-  const client: Client = {
-    ws,
-    frames,
-    async next(n = 1) {
-      const deadline = Date.now() + 10_000;
-      while (frames.length < taken + n) {
-        if (Date.now() > deadline) throw new Error(`timed out waiting for ${n} frame(s); have ${frames.length - taken}`);
-        await new Promise<void>((resolve) => {
-          wake = resolve;
-          setTimeout(resolve, 100);
-        });
-      }
-      taken += n;
-      return frames.slice(taken - n, taken);
-    },
-    send(frame) {
-      ws.send(binary ? pack(frame) : JSON.stringify(frame), { binary });
-    },
-    close() {
-      return new Promise((resolve) => {
-        if (ws.readyState === WebSocket.CLOSED) return resolve();
-        ws.once('close', () => resolve());
-        ws.close();
-      });
-    },
-  };
-  return new Promise((resolve, reject) => {
-    ws.once('open', () => resolve(client));
-    ws.once('unexpected-response', (_req, res) => {
-      let body = '';
-      res.on('data', (c: Buffer) => (body += c.toString()));
-      res.on('end', () => reject(Object.assign(new Error(`upgrade refused: ${res.statusCode}`), { status: res.statusCode, body })));
-    });
-    ws.once('error', reject);
-  });
-}
-
 describeModes('ingest stream', (m) => {
   let server: ModeServers;
-  const clients: Client[] = [];
-  const connect = async (options: Parameters<typeof open>[1] = {}): Promise<Client> => {
-    const c = await open(server.url, options);
+  const clients: StreamClient[] = [];
+  const connect = async (options: Parameters<typeof openStream>[1] = {}): Promise<StreamClient> => {
+    const c = await openStream(server.url, options);
     clients.push(c);
     return c;
   };
@@ -176,7 +114,7 @@ describeModes('ingest stream', (m) => {
     const limited = await m.start({ VIGIL_STREAM_MAX_FRAMES: '2' });
     try {
       await call(limited.url, 'POST', '/agents/', { body: { agent_id: 'agent-s', name: 'S' } });
-      const c = await open(limited.url);
+      const c = await openStream(limited.url);
       clients.push(c);
       const frames = 20;
       for (let i = 0; i < frames; i++) c.send({ id: i, events: Array.from({ length: 1000 }, (_, j) => event({ payload: { i, j } })) });
@@ -211,8 +149,8 @@ describeModes('ingest stream', (m) => {
     const idle = await m.start({ VIGIL_STREAM_IDLE_SECONDS: '8' });
     try {
       await call(idle.url, 'POST', '/agents/', { body: { agent_id: 'agent-s', name: 'S' } });
-      const answering = await open(idle.url);
-      const silent = await open(idle.url);
+      const answering = await openStream(idle.url);
+      const silent = await openStream(idle.url);
       clients.push(answering, silent);
       let pings = 0;
       answering.ws.on('ping', () => void pings++); // ws answers each with a pong
@@ -238,12 +176,12 @@ describeModes('ingest stream', (m) => {
   }, 60_000);
 
   it('refuses the upgrade as HTTP: 401 without a key, 403 without events:write, 400 for an unknown subprotocol', async () => {
-    await expect(open(server.url, { key: null })).rejects.toMatchObject({ status: 401 });
+    await expect(openStream(server.url, { key: null })).rejects.toMatchObject({ status: 401 });
     const reviewer = (await call(server.url, 'POST', '/admin/keys', { body: { scopes: ['review'] } })).body.key;
     await server.settle(reviewer);
-    const forbidden = await open(server.url, { key: reviewer }).catch((e: { status: number; body: string }) => e);
+    const forbidden = await openStream(server.url, { key: reviewer }).catch((e: { status: number; body: string }) => e);
     expect(forbidden).toMatchObject({ status: 403 });
     expect(JSON.parse((forbidden as { body: string }).body).error.code).toBe('forbidden');
-    await expect(open(server.url, { protocol: 'vigil.v2' })).rejects.toMatchObject({ status: 400 });
+    await expect(openStream(server.url, { protocol: 'vigil.v2' })).rejects.toMatchObject({ status: 400 });
   });
 });

@@ -15,6 +15,24 @@ describe('RateLimiter', () => {
     }
   });
 
+  it('takes a cost (events) at once, all or nothing: a refused take counts nothing, so a smaller one still fits', () => {
+    const limiter = new RateLimiter(5, 1000);
+    expect(limiter.take('c', 0, 3)).toMatchObject({ allowed: true, remaining: 2 });
+    expect(limiter.take('c', 1, 3)).toMatchObject({ allowed: false, remaining: 2 });
+    expect(limiter.take('c', 2, 2)).toMatchObject({ allowed: true, remaining: 0 });
+    expect(limiter.take('c', 3)).toMatchObject({ allowed: false, remaining: 0 });
+    expect(limiter.take('c', 1000, 5)).toMatchObject({ allowed: true, remaining: 0 });
+  });
+
+  it('takes more than the limit only from an empty window, which it then holds for as many windows as it fills', () => {
+    const limiter = new RateLimiter(5, 1000);
+    limiter.take('c', 0, 1);
+    expect(limiter.take('c', 10, 12)).toMatchObject({ allowed: false, resetSeconds: 1 });
+    expect(limiter.take('c', 1000, 12)).toMatchObject({ allowed: true, remaining: 0, resetSeconds: 3 });
+    expect(limiter.take('c', 3999, 1)).toMatchObject({ allowed: false, resetSeconds: 1 });
+    expect(limiter.take('c', 4000, 1)).toMatchObject({ allowed: true, remaining: 4 });
+  });
+
   it('starts a new window once windowMs has passed', () => {
     const limiter = new RateLimiter(3, 1000);
     const t0 = 5_000;

@@ -20,9 +20,11 @@ const STREAM = `A WebSocket (RFC 6455) on which a runtime sends batches of event
 
 **Server frame**, one per client frame, in the order the frames came, once every accepted event of it is durable: \`{"id": …, "results": […]}\`, the results as \`POST /events/batch\` gives them (a result, or \`{"error": {…}}\` for that event alone).
 
-**A bad frame** is answered \`{"id": <its id, or null>, "error": {"code", "message", "details"?}}\` and the connection stays open: \`bad_request\` (not one JSON text frame, or one msgpack binary frame, as the protocol says), \`validation_failed\` (not \`{id, events}\`), \`overloaded\` (over 1 MiB, or VIGIL_STREAM_MAX_FRAMES frames (64 by default) already await their answers): send it again later, with the same idempotency keys.
+**A bad frame** is answered \`{"id": <its id, or null>, "error": {"code", "message", "details"?, "retry_after_seconds"?}}\` and the connection stays open: \`bad_request\` (not one JSON text frame, or one msgpack binary frame, as the protocol says), \`validation_failed\` (not \`{id, events}\`), \`overloaded\` (over 1 MiB, or VIGIL_STREAM_MAX_FRAMES frames (64 by default) already await their answers), \`rate_limited\` (the frame's events do not fit in what is left of the key's VIGIL_KEY_RATE_LIMIT this second; the upgrade counted one request, each frame counts its events): send it again later, after \`retry_after_seconds\` when given, with the same idempotency keys. A refused frame writes nothing.
 
-**Closes**: a message over 2 MiB (1009); a client that leaves 1024 answers unread (1008). After VIGIL_STREAM_IDLE_SECONDS (120 by default) without traffic the server pings, and closes a peer that does not answer.`;
+**The key** is checked again before every frame and every 500 ms: once it is revoked, the stream writes nothing more and is closed with 4401 \`key revoked\` (within about a second when idle); a key without \`events:write\` would be closed with 4403.
+
+**Closes**: 4401 the key was revoked; 4403 the key lacks \`events:write\`; a message over 2 MiB (1009); a client that leaves 1024 answers unread (1008). After VIGIL_STREAM_IDLE_SECONDS (120 by default) without traffic the server pings, and closes a peer that does not answer.`;
 
 /** An audit read's operation: its description says who may call it. */
 function audit(op: Operation): Operation {
@@ -47,7 +49,7 @@ export const LEDGER_OPERATIONS: Readonly<Record<string, Operation>> = {
   'POST /events/batch': {
     summary: 'Ingest a batch of events',
     description:
-      '1 to 1000 events, each decided alone as by POST /events and answered together once every accepted one is durable. One event\'s refusal (invalid, unknown agent, idempotency conflict, quota…) is its own `{error}` result; the others are not affected. Only a request that is not `{events: [...]}` is refused whole (400, nothing written).',
+      '1 to 1000 events, each decided alone as by POST /events and answered together once every accepted one is durable. One event\'s refusal (invalid, unknown agent, idempotency conflict, quota…) is its own `{error}` result; the others are not affected. Only a request that is not `{events: [...]}` is refused whole (400, nothing written).\n\nWith VIGIL_KEY_RATE_LIMIT, the batch counts its events (not its request) against the key\'s rate: past it, 429 `rate_limited` with Retry-After, nothing written. A batch of more events than the limit is taken from an empty window, which it then holds for ceil(events / limit) seconds.',
     tag: 'Events',
     body: batchBody,
     headers: PREFER_RECEIPT,

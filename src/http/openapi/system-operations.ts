@@ -46,7 +46,7 @@ export const SYSTEM_OPERATIONS: Readonly<Record<string, Operation>> = {
   },
   'DELETE /admin/keys/:key_id': {
     summary: 'Revoke a key',
-    description: 'Refused from the next request on (cluster: on every node within milliseconds). Revoking a revoked key answers it again, unchanged.',
+    description: 'Refused from the next request on (cluster: on every node within milliseconds); the key\'s open `GET /events/stream` connections write nothing more and are closed with 4401 `key revoked` (within about a second when idle). Revoking a revoked key answers it again, unchanged.',
     tag: 'System',
     params: { key_id: 'The key\'s id (`key_…`, from GET /admin/keys); another org\'s key is not found' },
     responses: { 200: { description: 'The key as it now is, with `revoked_at`', schema: keyView } },

@@ -59,8 +59,14 @@ export function ingestRoutes(deps: AppDeps): Route[] {
   };
   return [
     ...collection({ method: 'post', path: '/events', auth: 'events:write', headers: INGEST_HEADERS, handler: ingest }),
-    { method: 'post', path: '/events/batch', auth: 'events:write', headers: BATCH_HEADERS, handler: batch },
+    { method: 'post', path: '/events/batch', auth: 'events:write', headers: BATCH_HEADERS, events: eventsOf, handler: batch },
   ];
+}
+
+/** A batch body's events, as the key's rate counts them; a body that is no batch counts one, as a request (the handler refuses it). */
+function eventsOf(body: unknown): number {
+  const events = typeof body === 'object' && body !== null ? (body as { events?: unknown }).events : undefined;
+  return Array.isArray(events) && events.length >= 1 && events.length <= MAX_BATCH_EVENTS ? events.length : 1;
 }
 
 /**
