@@ -3,6 +3,7 @@ import type { BatchHandler, LedgerLog } from '../bus/ledger-log.js';
 import type { LedgerCommand, NotOwner, OrgReply } from '../bus/messages.js';
 import { OrgLedgerActor, type OrgActorOptions } from './org-ledger-actor.js';
 import { DAMAGED, damagedRefusal, LedgerDamagedError, OrgRecovery, type WriterSnapshot } from './org-recovery.js';
+import { ensureError, VigilError } from '../errors.js';
 
 /**
  * Owns the org writers of this node and routes every command to its org's actor. At start-up the
@@ -117,7 +118,10 @@ export class OrgActors {
         if (error instanceof LedgerDamagedError) {
           this.markDamaged(org, error.seq);
         }
-        throw error;
+        // Reading the org's ledger failed (cluster mode: the stream did not answer): nothing was
+        // decided, and the next command tries again.
+        if (error instanceof VigilError || error instanceof LedgerDamagedError) throw error;
+        throw new VigilError('unavailable', `the writer of org ${org} could not read its ledger (${ensureError(error).message}); nothing was recorded, retry`, undefined, { retryAfterSeconds: 1, cause: error });
       },
     );
     this.actors.set(org, promise);

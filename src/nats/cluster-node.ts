@@ -33,7 +33,8 @@ export const NOT_OWNER: NotOwner = { ok: false, code: 'not_owner', message: 'ano
 
 /**
  * The writers' log in cluster mode: appends go to the stream (fenced there); a writer starting or
- * healing recovers from the local replica once it holds the org's last batch.
+ * healing recovers from the local replica once it holds the org's last batch (from the stream
+ * itself, one get per batch, if the replica's copy of the org has diverged from it).
  */
 class WriterLog implements LedgerLog {
   readonly capabilities: readonly LedgerCapability[] = [];
@@ -48,7 +49,8 @@ class WriterLog implements LedgerLog {
   }
 
   read(org: string, fromSeq: number): AsyncIterable<CommittedBatch> {
-    return this.replica.readCaughtUp(org, fromSeq);
+    // A replica whose copy of the org is not the stream's must not be what a writer builds on.
+    return this.replica.hasDiverged(org) ? this.stream.read(org, fromSeq) : this.replica.readCaughtUp(org, fromSeq);
   }
 
   positionAfter(held: ReadonlyMap<string, number>): Position {

@@ -1,12 +1,14 @@
 import type { NatsConnection } from '@nats-io/transport-node';
 import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
 import type { CommittedBatch, Subscription } from '../bus/ledger-log.js';
+import { GENESIS_HASH, type LedgerRow } from '../domain/ledger.js';
 import type { Database } from 'lmdb';
 import { ensureError, VigilError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { within } from '../time-bound.js';
 import type { LmdbLedger } from '../store/lmdb-ledger.js';
 import type { LmdbLedgerLog } from '../store/lmdb-ledger-log.js';
+import { unpackBatch } from './batch-codec.js';
 import { LEDGER_STREAM, ledgerSubject, type LedgerStreamNames } from './ledger-stream.js';
 import type { JetStreamLedgerLog, JetStreamPosition } from './jetstream-ledger-log.js';
 
@@ -22,6 +24,8 @@ export interface LedgerReplicaOptions {
 const WATERMARK = 'watermark';
 /** How long a failed re-read of an org waits before the next. */
 const REPAIR_RETRY_MS = 1000;
+/** How long a keyed read waits for the feed to bring the org's last batch before reading it from the stream. */
+const PULL_AFTER_MS = 1000;
 
 /**
  * This node's copy of the ledger in cluster mode (DESIGN §8): every batch of the `VIGIL_LEDGER`
@@ -37,8 +41,10 @@ const REPAIR_RETRY_MS = 1000;
 export class LedgerReplica {
   /** Per org, the stream sequence of its last batch in the local ledger. */
   private readonly applied = new Map<string, number>();
-  /** Per org, the local seq the next local append continues from (appends are pipelined). */
-  private readonly localLast = new Map<string, number>();
+  /** Per org, the local row the next local append continues from (appends are pipelined). */
+  private readonly localLast = new Map<string, Tail>();
+  /** Orgs whose rows here are not the stream's from this seq on: never read from here again. */
+  private readonly divergedAt = new Map<string, number>();
   /** The stream sequence up to which every batch is in the local ledger. */
   private watermark: number;
   private readonly waiters = new Map<string, { seq: number; resolve: () => void }[]>();
@@ -79,19 +85,21 @@ export class LedgerReplica {
 
   private readonly onBatch = (batch: CommittedBatch): void => {
     const { org, rows, fence } = batch;
+    if (this.divergedAt.has(org)) return;
     const held = this.repairing.get(org);
     if (held !== undefined) {
       held.push(batch);
       return;
     }
-    const last = this.localLast.get(org) ?? this.ledger.last(org)?.seq ?? 0;
-    const newer = rows.filter((row) => row.seq > last);
-    if (newer.length > 0 && newer[0]!.seq !== last + 1) {
-      this.repair(org, batch, `rows ${last + 1}..${newer[0]!.seq - 1} never came (stream sequence ${fence} holds ${newer[0]!.seq}..)`);
+    const tail = this.localLast.get(org) ?? this.tailOf(org);
+    const newer = rows.filter((row) => row.seq > tail.seq);
+    const broken = newer.length === 0 ? null : misfit(tail, newer[0]!);
+    if (broken !== null) {
+      this.repair(org, batch, `${broken} (stream sequence ${fence})`);
       return;
     }
-    const appended = newer.length === 0 ? null : this.local.append(org, newer, last);
-    if (appended !== null) this.localLast.set(org, newer[newer.length - 1]!.seq);
+    const appended = newer.length === 0 ? null : this.local.append(org, newer, tail.seq);
+    if (appended !== null) this.localLast.set(org, tailAt(newer[newer.length - 1]!));
     this.tail = this.tail.then(async () => {
       try {
         const outcome = await appended;
@@ -102,6 +110,12 @@ export class LedgerReplica {
       }
     });
   };
+
+  /** The org's last row here (seq 0 and the genesis hash: none). */
+  private tailOf(org: string): Tail {
+    const last = this.ledger.last(org);
+    return last === undefined ? { seq: 0, hash: GENESIS_HASH } : tailAt(last);
+  }
 
   /**
    * The org's batches cannot be applied as they come (a gap in what the feed handed over: seen
@@ -127,30 +141,51 @@ export class LedgerReplica {
       try {
         // Appends of the org launched before the gap was seen settle first.
         await this.tail;
-        let last = this.ledger.last(org)?.seq ?? 0;
+        let tail = this.tailOf(org);
         let fence = 0;
         // After the org's last batch applied here, or (a second try) from the stream's start.
-        for await (const batch of this.stream.readAfter(org, last + 1, attempt === 0 ? (this.applied.get(org) ?? 0) : 0)) {
-          const newer = batch.rows.filter((row) => row.seq > last);
+        for await (const batch of this.stream.readAfter(org, tail.seq + 1, attempt === 0 ? (this.applied.get(org) ?? 0) : 0)) {
+          const newer = batch.rows.filter((row) => row.seq > tail.seq);
           if (newer.length > 0) {
-            if (newer[0]!.seq !== last + 1) throw new Error(`the stream holds org ${org}'s rows from ${newer[0]!.seq}, not ${last + 1}`);
-            const outcome = await this.local.append(org, newer, last);
+            const broken = misfit(tail, newer[0]!);
+            if (broken !== null && newer[0]!.seq === tail.seq + 1) return this.diverged(org, tail.seq, broken);
+            if (broken !== null) throw new Error(`the stream leader: ${broken}`);
+            const outcome = await this.local.append(org, newer, tail.seq);
             if (!outcome.ok) throw new Error(`the local replica of org ${org} does not continue at seq ${newer[0]!.seq}`);
-            last = newer[newer.length - 1]!.seq;
+            tail = tailAt(newer[newer.length - 1]!);
           }
           fence = batch.fence;
         }
         const held = this.repairing.get(org) ?? [];
         this.repairing.delete(org);
-        this.options.log.info({ org, seq: last }, 'ledger replica: the org is whole again');
+        this.options.log.info({ org, seq: tail.seq }, 'ledger replica: the org is whole again');
         if (fence > 0) this.landed(org, fence);
         for (const batch of held) this.onBatch(batch);
         return;
       } catch (error) {
-        this.options.log.warn({ org, err: ensureError(error) }, 'ledger replica: re-reading the org failed; retrying');
+        // Once, then every half minute: a stream that lacks the rows (NATS lost them) fails every time.
+        if (attempt % 30 === 0) this.options.log.warn({ org, attempt, err: ensureError(error) }, 'ledger replica: re-reading the org failed; retrying every second');
         await new Promise((resolve) => setTimeout(resolve, REPAIR_RETRY_MS));
       }
     }
+  }
+
+  /**
+   * The stream leader's rows do not continue this replica's: its row `seq` (or one before) is
+   * not the stream's (a server that served a consumer while cut off from its cluster can
+   * hand over messages the cluster then replaced). Rows are never overwritten, so the org is no
+   * longer read from here: its keyed reads answer 503 until the data dir is rebuilt, and its
+   * writer recovers from the stream itself (`diverged`).
+   */
+  private diverged(org: string, seq: number, why: string): void {
+    this.divergedAt.set(org, seq);
+    this.repairing.delete(org);
+    this.options.log.error({ org, seq, why }, 'ledger replica: this node\'s copy of the org differs from the stream; its reads are refused here until the data dir is rebuilt (writes go on from the stream)');
+  }
+
+  /** Whether this node's copy of the org differs from the stream (see `diverged`). */
+  hasDiverged(org: string): boolean {
+    return this.divergedAt.has(org);
   }
 
   private landed(org: string, fence: number): void {
@@ -173,51 +208,89 @@ export class LedgerReplica {
   }
 
   /**
-   * Resolves once the local ledger holds the org's last batch as of now (bounded: else 503
-   * `unavailable`), so a keyed read on any node sees every write acknowledged before it.
+   * Resolves once the local ledger holds the org's rows through its last batch in the stream as of
+   * now (bounded: else 503 `unavailable`), so a keyed read on any node sees every write
+   * acknowledged before it; resolves with that batch's stream sequence (0: none), the fence the
+   * org's next append presents. Judged per org from the rows held, not from how far the feed got:
+   * a feed that skipped the org's last batch (the gap `repair` fills when the org's next batch
+   * comes) would otherwise pass for caught up, and a writer recovering then would build on
+   * missing rows with a stale fence, refused by the stream forever.
    */
   async caughtUp(org: string): Promise<void> {
+    await this.catchUp(org);
+  }
+
+  private async catchUp(org: string): Promise<StreamTail> {
+    const at = this.divergedAt.get(org);
+    if (at !== undefined) throw new VigilError('unavailable', `this node's copy of org ${org} differs from the ledger stream at or before seq ${at}; ask another node (an operator rebuilds this one by deleting its data dir)`, undefined, { retryAfterSeconds: 1 });
     const end = Date.now() + (this.options.waitMs ?? 5000);
-    let last: number;
+    let last: StreamTail;
     try {
-      last = await within(this.lastStreamSeq(org), end - Date.now(), () => {
+      last = await within(this.lastStreamBatch(org), end - Date.now(), () => {
         throw behind('the ledger stream did not answer in time');
       });
     } catch (error) {
       throw error instanceof VigilError ? error : behind('the ledger stream did not answer', error);
     }
-    if (last === 0) return;
-    if (!this.repairing.has(org) && ((this.applied.get(org) ?? 0) >= last || this.watermark >= last)) return;
+    if (last.seq === 0 || this.holds(org, last)) return last;
+    // The feed went past the batch without it landing here, or has not brought it for a while (a
+    // consumer that stalls is replaced, but with a backoff): the org is read from the stream.
+    const pull = (why: string): void => {
+      if (!this.holds(org, last) && !this.repairing.has(org) && !this.closed) this.repair(org, null, why);
+    };
+    if (this.watermark >= last.seq) pull(`the feed passed stream sequence ${last.seq} without rows through ${last.row} landing here`);
     await new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => reject(behind('this node\'s copy of the ledger trails the stream; try again')), Math.max(0, end - Date.now()));
+      const late = setTimeout(() => pull(`the feed has not brought stream sequence ${last.seq} in ${PULL_AFTER_MS} ms`), PULL_AFTER_MS);
       const list = this.waiters.get(org) ?? [];
       list.push({
-        seq: last,
+        seq: last.seq,
         resolve: () => {
           clearTimeout(timer);
+          clearTimeout(late);
           resolve();
         },
       });
       this.waiters.set(org, list);
     });
+    return last;
+  }
+
+  /** Whether the local ledger holds the org's rows through the stream's batch `last` (and no repair is under way). */
+  private holds(org: string, last: StreamTail): boolean {
+    return !this.repairing.has(org) && (this.ledger.last(org)?.seq ?? 0) >= last.row;
   }
 
   /**
    * The org's rows from `fromSeq` as the local ledger holds them once caught up with the stream,
-   * every batch carrying the fence of the org's last batch (the stream sequence the next append
-   * presents). A new owner recovers from this: a local scan, not one stream get per batch.
+   * every batch carrying the stream sequence of the org's last batch there (the fence the next
+   * append presents). A new owner recovers from this: a local scan, not one stream get per batch.
+   * Rows past the stream's last one (a consumer handed over what the cluster then dropped) mean
+   * this copy is not the stream's: the org is marked diverged and read from the stream instead.
    */
   async *readCaughtUp(org: string, fromSeq: number): AsyncIterable<CommittedBatch> {
-    await this.caughtUp(org);
-    const fence = this.applied.get(org) ?? (await this.lastStreamSeq(org));
-    for await (const batch of this.local.read(org, fromSeq)) yield { ...batch, fence };
+    const last = await this.catchUp(org);
+    const held = this.ledger.last(org)?.seq ?? 0;
+    if (held > last.row) {
+      // More rows here than the stream had when asked: another writer's batch just landed, or rows the stream never kept.
+      const now = await this.lastStreamBatch(org);
+      if (held > now.row) {
+        this.diverged(org, now.row + 1, `rows ${now.row + 1}..${held} are held here and not in the stream`);
+        yield* this.stream.read(org, fromSeq);
+        return;
+      }
+      throw behind('the org\'s ledger moved while this node read it; try again');
+    }
+    for await (const batch of this.local.read(org, fromSeq)) yield { ...batch, fence: last.seq };
   }
 
-  /** The stream sequence of the org's last batch (0: none), as the stream leader has it now. */
-  private async lastStreamSeq(org: string): Promise<number> {
+  /** The org's last batch in the stream as its leader has it now: its stream sequence and last row (0, 0: none). */
+  private async lastStreamBatch(org: string): Promise<StreamTail> {
     const names = this.options.names ?? LEDGER_STREAM;
     const message = await this.jsm.streams.getMessage(names.stream, { last_by_subj: ledgerSubject(names, org) });
-    return message?.seq ?? 0;
+    if (message === null) return { seq: 0, row: 0 };
+    const batch = unpackBatch(message.data);
+    return { seq: message.seq, row: batch.first + batch.rows.length - 1 };
   }
 
   /** How far behind the stream's end the local ledger is, in stream sequences (0: caught up). */
@@ -236,4 +309,27 @@ export class LedgerReplica {
 
 function behind(message: string, cause?: unknown): VigilError {
   return new VigilError('unavailable', message, undefined, { retryAfterSeconds: 1, ...(cause === undefined ? {} : { cause }) });
+}
+
+/** An org's last batch in the stream: its stream sequence and the seq of its last row. */
+interface StreamTail {
+  seq: number;
+  row: number;
+}
+
+/** A row of an org as the next one must chain onto it. */
+interface Tail {
+  seq: number;
+  hash: Buffer;
+}
+
+function tailAt(row: LedgerRow): Tail {
+  return { seq: row.seq, hash: Buffer.from(row.chainHash) };
+}
+
+/** Why `row` cannot follow `tail` (a gap, or a row chained onto another one), or null if it can. */
+function misfit(tail: Tail, row: LedgerRow): string | null {
+  if (row.seq !== tail.seq + 1) return `rows ${tail.seq + 1}..${row.seq - 1} never came`;
+  if (!Buffer.from(row.prevHash).equals(tail.hash)) return `row ${row.seq} does not chain onto row ${tail.seq} as held here`;
+  return null;
 }

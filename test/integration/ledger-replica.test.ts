@@ -66,4 +66,64 @@ run('LedgerReplica fills a gap in what its feed hands over', () => {
       await store.close();
     }
   }, 60_000);
+
+  it('an org whose last batch the feed skipped is not taken as caught up: a keyed read (or a writer recovering) has it read from the stream, with that batch\'s fence', async () => {
+    const stream = await JetStreamLedgerLog.open(nc, { log: silentLogger() });
+    const rows = chain(2);
+    const q = await stream.append('quiet', rows, 0);
+    const o = await stream.append('busy', chain(1), 0);
+    expect([q.ok, o.ok]).toEqual([true, true]);
+    const dir = tempDir('vigil-replica-');
+    dirs.push(dir);
+    const store = openLmdb(dir, 'process');
+    const meta = store.env.table<string, number>('replica');
+    // The feed starts past both batches: nothing of "quiet" comes, and nothing more of it will.
+    await meta.put('watermark', o.ok ? o.fence : -1);
+    const local = new LmdbLedgerLog(store.ledger, silentLogger());
+    const replica = await LedgerReplica.start(nc, stream, local, store.ledger, { meta, log: silentLogger() });
+    try {
+      const batches = [];
+      for await (const batch of replica.readCaughtUp('quiet', 1)) batches.push(batch);
+      expect(batches.flatMap((b) => b.rows.map((r) => r.seq))).toEqual([1, 2]);
+      expect(batches.every((b) => b.fence === (q.ok ? q.fence : -1))).toBe(true);
+    } finally {
+      await replica.close();
+      await local.close();
+      await store.close();
+    }
+  }, 60_000);
+
+  it('an org whose rows here are not the stream\'s is refused here (never repaired onto), and other orgs go on', async () => {
+    const stream = await JetStreamLedgerLog.open(nc, { log: silentLogger() });
+    const theirs = chain(4);
+    const t1 = await stream.append('forked', theirs.slice(0, 2), 0);
+    const t2 = await stream.append('forked', theirs.slice(2), t1.ok ? t1.fence : -1);
+    expect([t1.ok, t2.ok]).toEqual([true, true]);
+    const dir = tempDir('vigil-replica-');
+    dirs.push(dir);
+    const store = openLmdb(dir, 'process');
+    const meta = store.env.table<string, number>('replica');
+    const local = new LmdbLedgerLog(store.ledger, silentLogger());
+    // This node holds other rows 1-2 of the org (a consumer that handed over what the cluster later
+    // replaced), and its watermark is past them: the feed's first batch of the org holds rows 3-4.
+    const ours = chain(2, { ...theirs[0]!, seq: 0, chainHash: Buffer.alloc(32, 7) });
+    expect((await local.append('forked', ours, 0)).ok).toBe(true);
+    await meta.put('watermark', t1.ok ? t1.fence : -1);
+    const replica = await LedgerReplica.start(nc, stream, local, store.ledger, { meta, log: silentLogger(), waitMs: 1000 });
+    try {
+      const deadline = Date.now() + 10_000;
+      while (!replica.hasDiverged('forked') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+      expect(replica.hasDiverged('forked')).toBe(true);
+      await expect(replica.caughtUp('forked')).rejects.toMatchObject({ code: 'unavailable', message: expect.stringContaining('differs from the ledger stream at or before seq 2') });
+      expect(store.ledger.last('forked')?.seq).toBe(2); // nothing appended onto the wrong rows
+      const other = await stream.append('unharmed', chain(3), 0);
+      expect(other.ok).toBe(true);
+      await replica.caughtUp('unharmed');
+      expect(store.ledger.last('unharmed')?.seq).toBe(3);
+    } finally {
+      await replica.close();
+      await local.close();
+      await store.close();
+    }
+  }, 60_000);
 });
