@@ -156,16 +156,20 @@ export class LedgerReplica {
           }
           fence = batch.fence;
         }
+        // The hint (the org's last batch applied here) may be past what is missing: then read from the start.
+        const end = await this.lastStreamBatch(org);
+        if (end.row > tail.seq) throw new Error(`the stream holds org ${org}'s rows through ${end.row}, read through ${tail.seq}`);
         const held = this.repairing.get(org) ?? [];
         this.repairing.delete(org);
         this.options.log.info({ org, seq: tail.seq }, 'ledger replica: the org is whole again');
-        if (fence > 0) this.landed(org, fence);
+        if (Math.max(fence, end.seq) > 0) this.landed(org, Math.max(fence, end.seq));
         for (const batch of held) this.onBatch(batch);
         return;
       } catch (error) {
         // Once, then every half minute: a stream that lacks the rows (NATS lost them) fails every time.
         if (attempt % 30 === 0) this.options.log.warn({ org, attempt, err: ensureError(error) }, 'ledger replica: re-reading the org failed; retrying every second');
-        await new Promise((resolve) => setTimeout(resolve, REPAIR_RETRY_MS));
+        // The first retry, from the stream's start, at once; then every second.
+        if (attempt > 0) await new Promise((resolve) => setTimeout(resolve, REPAIR_RETRY_MS));
       }
     }
   }
