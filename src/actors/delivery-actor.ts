@@ -208,7 +208,7 @@ export class DeliveryActor {
    * one is answered as it is. On the
    * node that sends the org's deliveries only (cluster mode: its owner; others answer not_owner).
    */
-  async retry(command: DeliveryRetryCommand): Promise<ReplyTo<DeliveryRetryCommand> | NotOwner> {
+  async retry(command: DeliveryRetryCommand, abandoned?: { readonly aborted: boolean }): Promise<ReplyTo<DeliveryRetryCommand> | NotOwner> {
     const { org, webhookId, deliveryId } = command;
     const epoch = this.owned === null ? undefined : await this.owned.hold(org);
     if (epoch === null) return NOT_OWNER;
@@ -228,6 +228,8 @@ export class DeliveryActor {
       d = this.store.getDelivery(org, webhookId, deliveryId) ?? d;
       if (this.writer.holds(d.id)) return { ok: false, code: 'unavailable', message: `delivery ${deliveryId}: its last change is still being written; try again in a moment` };
     }
+    // Its caller gone, or past its deadline (cluster mode) after the waits above: decided by nobody.
+    if (abandoned?.aborted === true) return { ok: false, code: 'unavailable', message: 'the caller was gone, or the command\'s deadline passed, before it was decided; nothing was changed' };
     // Queued here, or its attempt out: answered as it is, as if asked twice.
     const known = this.queued.get(d.id);
     if (known !== undefined) return { ok: true, value: known };

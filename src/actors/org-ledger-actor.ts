@@ -45,6 +45,8 @@ export class OrgLedgerActor {
    * failure are found when the writer heals, and stored then.
    */
   private storedThrough = 0;
+  /** An afterAppend outlived afterAppendMs and still runs: later batches are answered without waiting. */
+  private storingLate = false;
   private head: Buffer = GENESIS_HASH;
   private lastRecordedMs = 0;
   private queue: Pending[] = [];
@@ -212,8 +214,23 @@ export class OrgLedgerActor {
     try {
       const storing = this.options.afterAppend?.(this.org, rows);
       const bound = this.options.afterAppendMs;
-      if (storing !== undefined && bound !== undefined && (await settlesWithin(storing, bound)) === 'late') {
+      if (storing === undefined) {
+        // nothing to wait for
+      } else if (bound === undefined) {
+        await storing;
+      } else if (this.storingLate) {
+        // One that outlived its bound still runs: later batches do not wait at all (and it fails alone, logged).
+        storing.catch((error: unknown) => this.options.log.error({ org: this.org, err: ensureError(error) }, 'storing what a committed batch causes failed'));
+      } else if ((await settlesWithin(storing, bound)) === 'late') {
         this.options.log.warn({ org: this.org, seq: rows[rows.length - 1]!.seq, ms: bound }, 'storing what a committed batch causes did not finish in time; answering without waiting for it');
+        this.storingLate = true;
+        const settled = (): void => {
+          this.storingLate = false;
+        };
+        storing.then(settled, (error: unknown) => {
+          settled();
+          this.options.log.error({ org: this.org, err: ensureError(error) }, 'storing what a committed batch causes failed');
+        });
       }
     } catch (error) {
       this.options.log.error({ org: this.org, err: ensureError(error) }, 'storing what a committed batch causes failed');

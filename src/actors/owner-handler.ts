@@ -12,6 +12,6 @@ export function ownerHandler(actors: OrgActors, deliveries?: DeliveryActor): Com
     if (deliveries === undefined) {
       return Promise.resolve({ ok: false, code: 'unavailable', message: 'this process sends no webhook deliveries' });
     }
-    return deliveries.retry(command);
+    return deliveries.retry(command, options?.abandoned);
   };
 }

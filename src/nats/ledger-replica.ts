@@ -8,7 +8,7 @@ import type { Logger } from '../log.js';
 import { within } from '../time-bound.js';
 import type { LmdbLedger } from '../store/lmdb-ledger.js';
 import type { LmdbLedgerLog } from '../store/lmdb-ledger-log.js';
-import { unpackBatch } from './batch-codec.js';
+import { decodeBatch, unpackBatch } from './batch-codec.js';
 import { LEDGER_STREAM, ledgerSubject, type LedgerStreamNames } from './ledger-stream.js';
 import type { JetStreamLedgerLog, JetStreamPosition } from './jetstream-ledger-log.js';
 
@@ -22,6 +22,8 @@ export interface LedgerReplicaOptions {
 }
 
 const WATERMARK = 'watermark';
+/** Keys `diverged.<org>` of the meta table: orgs whose copy here is not the stream's (see `diverged`). */
+const DIVERGED = 'diverged.';
 /** How long a failed re-read of an org waits before the next. */
 const REPAIR_RETRY_MS = 1000;
 /** How long a keyed read waits for the feed to bring the org's last batch before reading it from the stream. */
@@ -43,6 +45,13 @@ export class LedgerReplica {
   private readonly applied = new Map<string, number>();
   /** Per org, the local row the next local append continues from (appends are pipelined). */
   private readonly localLast = new Map<string, Tail>();
+  /**
+   * Per org appended to since the start, the last seq whose append has resolved, so the local
+   * subscribers (the projections) have it: a row is readable in LMDB a moment before, and a keyed
+   * read must see it in the projections too. Orgs not appended to since the start: what the
+   * ledger holds (the start-up replay fed the projections).
+   */
+  private readonly handed = new Map<string, number>();
   /** Orgs whose rows here are not the stream's from this seq on: never read from here again. */
   private readonly divergedAt = new Map<string, number>();
   /** The stream sequence up to which every batch is in the local ledger. */
@@ -63,6 +72,7 @@ export class LedgerReplica {
     private readonly options: LedgerReplicaOptions,
   ) {
     this.watermark = options.meta.get(WATERMARK) ?? 0;
+    for (const { key, value } of options.meta.getRange({ start: DIVERGED, end: `${DIVERGED}\uffff` })) this.divergedAt.set(key.slice(DIVERGED.length), value);
   }
 
   /**
@@ -98,12 +108,14 @@ export class LedgerReplica {
       this.repair(org, batch, `${broken} (stream sequence ${fence})`);
       return;
     }
+    if (newer.length > 0 && !this.handed.has(org)) this.handed.set(org, tail.seq);
     const appended = newer.length === 0 ? null : this.local.append(org, newer, tail.seq);
     if (appended !== null) this.localLast.set(org, tailAt(newer[newer.length - 1]!));
     this.tail = this.tail.then(async () => {
       try {
         const outcome = await appended;
         if (outcome?.ok === false) throw new Error(`the local replica of org ${org} does not continue at seq ${newer[0]!.seq}`);
+        if (newer.length > 0) this.handed.set(org, newer[newer.length - 1]!.seq);
         if (!this.repairing.has(org)) this.landed(org, fence);
       } catch (error) {
         this.repair(org, null, ensureError(error).message);
@@ -150,9 +162,11 @@ export class LedgerReplica {
             const broken = misfit(tail, newer[0]!);
             if (broken !== null && newer[0]!.seq === tail.seq + 1) return this.diverged(org, tail.seq, broken);
             if (broken !== null) throw new Error(`the stream leader: ${broken}`);
+            if (!this.handed.has(org)) this.handed.set(org, tail.seq);
             const outcome = await this.local.append(org, newer, tail.seq);
             if (!outcome.ok) throw new Error(`the local replica of org ${org} does not continue at seq ${newer[0]!.seq}`);
             tail = tailAt(newer[newer.length - 1]!);
+            this.handed.set(org, tail.seq);
           }
           fence = batch.fence;
         }
@@ -162,7 +176,8 @@ export class LedgerReplica {
         const held = this.repairing.get(org) ?? [];
         this.repairing.delete(org);
         this.options.log.info({ org, seq: tail.seq }, 'ledger replica: the org is whole again');
-        if (Math.max(fence, end.seq) > 0) this.landed(org, Math.max(fence, end.seq));
+        // Not the watermark: the feed has not brought other orgs' batches up to here.
+        if (Math.max(fence, end.seq) > 0) this.landed(org, Math.max(fence, end.seq), false);
         for (const batch of held) this.onBatch(batch);
         return;
       } catch (error) {
@@ -184,6 +199,8 @@ export class LedgerReplica {
   private diverged(org: string, seq: number, why: string): void {
     this.divergedAt.set(org, seq);
     this.repairing.delete(org);
+    // Kept over a restart: only a rebuilt data dir holds the stream's rows again.
+    this.options.meta.put(`${DIVERGED}${org}`, seq).catch((error: unknown) => this.options.log.error({ org, err: ensureError(error) }, 'ledger replica: the mark of a diverged org could not be saved'));
     this.options.log.error({ org, seq, why }, 'ledger replica: this node\'s copy of the org differs from the stream; its reads are refused here until the data dir is rebuilt (writes go on from the stream)');
   }
 
@@ -192,9 +209,10 @@ export class LedgerReplica {
     return this.divergedAt.has(org);
   }
 
-  private landed(org: string, fence: number): void {
+  /** The org's batch at stream sequence `fence` is here; from the feed (in stream order) it also moves the watermark. */
+  private landed(org: string, fence: number, fromFeed = true): void {
     this.applied.set(org, fence);
-    this.watermark = Math.max(this.watermark, fence);
+    if (fromFeed) this.watermark = Math.max(this.watermark, fence);
     const waiting = this.waiters.get(org);
     if (waiting === undefined) return;
     const still = waiting.filter((w) => w.seq > fence);
@@ -236,7 +254,17 @@ export class LedgerReplica {
     } catch (error) {
       throw error instanceof VigilError ? error : behind('the ledger stream did not answer', error);
     }
-    if (last.seq === 0 || this.holds(org, last)) return last;
+    if (last.seq === 0) return last;
+    if (this.holds(org, last)) {
+      // The same seq is not enough: the row must be the stream's (a copy that kept rows the cluster
+      // dropped holds other rows at the seqs the stream filled again).
+      const mine = this.ledger.get(org, last.row);
+      if (mine !== undefined && !Buffer.from(mine.chainHash).equals(last.hash)) {
+        this.diverged(org, last.row, `row ${last.row} here is not the stream's`);
+        return this.catchUp(org);
+      }
+      return last;
+    }
     // The feed went past the batch without it landing here, or has not brought it for a while (a
     // consumer that stalls is replaced, but with a backoff): the org is read from the stream.
     const pull = (why: string): void => {
@@ -244,25 +272,30 @@ export class LedgerReplica {
     };
     if (this.watermark >= last.seq) pull(`the feed passed stream sequence ${last.seq} without rows through ${last.row} landing here`);
     await new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => reject(behind('this node\'s copy of the ledger trails the stream; try again')), Math.max(0, end - Date.now()));
-      const late = setTimeout(() => pull(`the feed has not brought stream sequence ${last.seq} in ${PULL_AFTER_MS} ms`), PULL_AFTER_MS);
-      const list = this.waiters.get(org) ?? [];
-      list.push({
+      const waiter = {
         seq: last.seq,
         resolve: () => {
           clearTimeout(timer);
           clearTimeout(late);
           resolve();
         },
-      });
-      this.waiters.set(org, list);
+      };
+      const timer = setTimeout(() => {
+        clearTimeout(late);
+        const list = (this.waiters.get(org) ?? []).filter((w) => w !== waiter);
+        if (list.length > 0) this.waiters.set(org, list);
+        else this.waiters.delete(org);
+        reject(behind('this node\'s copy of the ledger trails the stream; try again'));
+      }, Math.max(0, end - Date.now()));
+      const late = setTimeout(() => pull(`the feed has not brought stream sequence ${last.seq} in ${PULL_AFTER_MS} ms`), PULL_AFTER_MS);
+      this.waiters.set(org, [...(this.waiters.get(org) ?? []), waiter]);
     });
     return last;
   }
 
   /** Whether the local ledger holds the org's rows through the stream's batch `last` (and no repair is under way). */
   private holds(org: string, last: StreamTail): boolean {
-    return !this.repairing.has(org) && (this.ledger.last(org)?.seq ?? 0) >= last.row;
+    return !this.repairing.has(org) && (this.handed.get(org) ?? this.ledger.last(org)?.seq ?? 0) >= last.row;
   }
 
   /**
@@ -292,9 +325,10 @@ export class LedgerReplica {
   private async lastStreamBatch(org: string): Promise<StreamTail> {
     const names = this.options.names ?? LEDGER_STREAM;
     const message = await this.jsm.streams.getMessage(names.stream, { last_by_subj: ledgerSubject(names, org) });
-    if (message === null) return { seq: 0, row: 0 };
+    if (message === null) return { seq: 0, row: 0, hash: GENESIS_HASH };
     const batch = unpackBatch(message.data);
-    return { seq: message.seq, row: batch.first + batch.rows.length - 1 };
+    const row = batch.first + batch.rows.length - 1;
+    return { seq: message.seq, row, hash: Buffer.from(decodeBatch(batch, row)[0]!.chainHash) };
   }
 
   /** How far behind the stream's end the local ledger is, in stream sequences (0: caught up). */
@@ -319,6 +353,8 @@ function behind(message: string, cause?: unknown): VigilError {
 interface StreamTail {
   seq: number;
   row: number;
+  /** The chain hash of its last row. */
+  hash: Buffer;
 }
 
 /** A row of an org as the next one must chain onto it. */

@@ -1,5 +1,6 @@
 import { Expiring } from '../bus/expiring.js';
 import { VigilError } from '../errors.js';
+import { within } from '../time-bound.js';
 import { connect, createInbox, type Msg, type NatsConnection, type Subscription } from '@nats-io/transport-node';
 import { DEFAULT_DEADLINE_MS, type CommandHandler, type CommandRouter, type RequestOptions, type RouterCapability, type ServeOptions, type Serving } from '../bus/command-router.js';
 import type { OrgCommand, ReplyTo } from '../bus/messages.js';
@@ -217,11 +218,7 @@ export class NatsCommandRouter implements CommandRouter {
    * a command past it), and a batch being written then may still land.
    */
   private answeredBy<C extends OrgCommand>(decided: Promise<ReplyTo<C>>, org: string, by: number): Promise<ReplyTo<C>> {
-    let timer: NodeJS.Timeout | undefined;
-    const late = new Promise<ReplyTo<C>>((resolve) => {
-      timer = setTimeout(() => resolve(unknownOutcome(org)), Math.max(0, by - this.now()));
-    });
-    return Promise.race([decided, late]).finally(() => clearTimeout(timer));
+    return within(decided, by - this.now(), () => unknownOutcome<C>(org));
   }
 
   async close(): Promise<void> {

@@ -1,4 +1,5 @@
 import { JetStreamApiCodes, JetStreamApiError, type JetStreamClient } from '@nats-io/jetstream';
+import { ensureError, VigilError } from '../errors.js';
 import type { LmdbWebhookStore } from '../store/lmdb-webhook-store.js';
 import type { DeliveriesWrite, DeliveryRecord, WebhookPut, WebhookRecord, WebhookStore } from '../store/webhook-store.js';
 import { encodeWebhookMessage, webhookSubject, type DeliveriesMessage, type WebhookMessage, type WebhookStreamNames } from './webhook-stream.js';
@@ -151,7 +152,8 @@ export class ReplicatedWebhookStore implements WebhookStore {
       seq = (await this.js.publish(subject, encodeWebhookMessage(message), { expect: { lastSubjectSequence: fence } })).seq;
     } catch (error) {
       if (error instanceof JetStreamApiError && error.code === JetStreamApiCodes.StreamWrongLastSequence) return false;
-      throw error;
+      // The stream did not answer (a server cut off, no leader): nothing was stored, try again.
+      throw new VigilError('unavailable', `the webhook stream did not take the write: ${ensureError(error).message}; retry`, undefined, { retryAfterSeconds: 1, cause: error });
     }
     await this.replica.waitFor(seq);
     return !this.replica.refused(seq);

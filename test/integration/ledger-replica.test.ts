@@ -93,6 +93,30 @@ run('LedgerReplica fills a gap in what its feed hands over', () => {
     }
   }, 60_000);
 
+  it('an org holding other rows at the very seqs the stream holds is not taken as caught up: its copy is refused here', async () => {
+    const stream = await JetStreamLedgerLog.open(nc, { log: silentLogger() });
+    const theirs = chain(2);
+    const t = await stream.append('rewritten', theirs, 0);
+    const o = await stream.append('other2', chain(1), 0);
+    expect([t.ok, o.ok]).toEqual([true, true]);
+    const dir = tempDir('vigil-replica-');
+    dirs.push(dir);
+    const store = openLmdb(dir, 'process');
+    const meta = store.env.table<string, number>('replica');
+    const local = new LmdbLedgerLog(store.ledger, silentLogger());
+    expect((await local.append('rewritten', chain(2, { ...theirs[0]!, seq: 0, chainHash: Buffer.alloc(32, 9) }), 0)).ok).toBe(true);
+    await meta.put('watermark', o.ok ? o.fence : -1);
+    const replica = await LedgerReplica.start(nc, stream, local, store.ledger, { meta, log: silentLogger(), waitMs: 1000 });
+    try {
+      await expect(replica.caughtUp('rewritten')).rejects.toMatchObject({ code: 'unavailable', message: expect.stringContaining('differs from the ledger stream') });
+      expect(replica.hasDiverged('rewritten')).toBe(true);
+    } finally {
+      await replica.close();
+      await local.close();
+      await store.close();
+    }
+  }, 60_000);
+
   it('an org whose rows here are not the stream\'s is refused here (never repaired onto), and other orgs go on', async () => {
     const stream = await JetStreamLedgerLog.open(nc, { log: silentLogger() });
     const theirs = chain(4);
@@ -120,6 +144,11 @@ run('LedgerReplica fills a gap in what its feed hands over', () => {
       expect(other.ok).toBe(true);
       await replica.caughtUp('unharmed');
       expect(store.ledger.last('unharmed')?.seq).toBe(3);
+      // Kept over a restart: the copy is still not the stream's.
+      await replica.close();
+      const again = await LedgerReplica.start(nc, stream, local, store.ledger, { meta, log: silentLogger(), waitMs: 1000 });
+      expect(again.hasDiverged('forked')).toBe(true);
+      await again.close();
     } finally {
       await replica.close();
       await local.close();

@@ -2,6 +2,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { LedgerLog } from '../../src/bus/ledger-log.js';
 import { ChainVerifier } from '../../src/domain/ledger.js';
 import { embedded } from '../support/embedded.js';
+import { withWriter } from '../support/writer.js';
 import { removeDir, tempDir } from '../support/server.js';
 
 /** `inner` with its append replaced (the rest passes through). */
@@ -125,5 +126,28 @@ describe('org ledger actor when an append lands but reports a failure', () => {
     const seqs = (await path.rows('o')).map((r) => r.seq);
     expect(seqs).toEqual(seqs.map((_, i) => i + 1));
     expect(stored).toEqual(seqs);
+  });
+});
+
+describe('org ledger actor with a bound on afterAppend (cluster mode: a webhook stream that does not answer)', () => {
+  it('answers a batch once the bound passes, and later batches without waiting while the late one still runs', async () => {
+    let release = (): void => {};
+    const hanging = new Promise<void>((resolve) => (release = resolve));
+    let calls = 0;
+    await withWriter(
+      async (w) => {
+        const first = Date.now();
+        expect((await w.ingest({ n: 1 })).ok).toBe(true);
+        const firstMs = Date.now() - first;
+        expect(firstMs).toBeGreaterThanOrEqual(1400); // it waited for the bound
+        const second = Date.now();
+        expect((await w.ingest({ n: 2 })).ok).toBe(true);
+        expect(Date.now() - second).toBeLessThan(1000); // not again while the first still runs
+        release();
+        await hanging;
+        expect(calls).toBe(3); // the agent, then each event: afterAppend still ran for every batch
+      },
+      { afterAppendMs: 1500, afterAppend: () => (++calls === 1 ? undefined : hanging) },
+    );
   });
 });

@@ -4,6 +4,7 @@ import { blockingLimit, monthOf, nextMonthStart } from '../../domain/billing.js'
 import type { MerkleFile } from '../../domain/bundle-log.js';
 import { compactRange } from '../../domain/merkle.js';
 import { exportBundleBody } from '../../domain/schemas.js';
+import { DEFAULT_DEADLINE_MS } from '../../bus/command-router.js';
 import { VigilError } from '../../errors.js';
 import { prefersGzip } from '../accept.js';
 import { unwrap, type AppDeps } from '../deps.js';
@@ -29,6 +30,8 @@ export function exportRoutes(deps: AppDeps): Route[] {
       handler: async ({ key, body, headers }) => {
         const valid = validate(exportBundleBody, body);
         const org = key.org;
+        // The command's deadline runs from now, not from after the reads below (cluster mode's answer bound).
+        const deadline = deps.now() + DEFAULT_DEADLINE_MS;
         // A bundle is a read of this node's ledger: in cluster mode it first waits, as keyed GETs
         // do, until this node's replica holds the org's last batch (read-your-writes on any node).
         await deps.caughtUp?.(org);
@@ -56,7 +59,7 @@ export function exportRoutes(deps: AppDeps): Route[] {
             type: 'export.record',
             org,
             export: { manifest_sha256: bundle.manifestSha256, since_seq: req.since_seq, until_seq: req.until_seq, files: bundle.files.map((f) => f.name), agents: req.agents },
-          }),
+          }, { deadline }),
         );
         if (prefersGzip(headers.accept)) {
           return {
