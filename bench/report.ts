@@ -3,6 +3,7 @@
  * inline SVG bar chart of the Vigil-vs-peer ratios). No dependencies.
  */
 import type { ClusterResult } from './cluster.js';
+import type { FairnessFigures } from './fairness.js';
 import type { StreamFigures } from './stream.js';
 import type { TenantFigures } from './tenants.js';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -45,6 +46,8 @@ export interface BenchReport {
   stream?: StreamFigures & { perRequestRps: number };
   /** One org against many (bench/tenants.ts). */
   tenants?: TenantFigures;
+  /** A small org's latency while another floods its writer (bench/fairness.ts). */
+  fairness?: FairnessFigures;
   /** What a reader should know to read the figures (e.g. a load generator that caps them). */
   notes?: string[];
 }
@@ -173,6 +176,26 @@ function tenantTable(t: TenantFigures): Table {
   };
 }
 
+function fairnessTable(f: FairnessFigures): Table {
+  const ms = (xs: number[]): string => xs.map((x) => x.toFixed(2)).join(', ');
+  return {
+    head: ['metric', 'value'],
+    rows: [
+      ['org B, one connection, POST /events/ one after another: p50 / p99 alone (rounds)', `${fmtMs(f.aloneP50)} / ${fmtMs(f.aloneP99)} (p99 ${ms(f.rounds.map((r) => r.alone.p99))})`],
+      [`the same while org A floods (${f.shape.connections} sockets × ${f.shape.window} frames × ${f.shape.events} events)`, `${fmtMs(f.floodedP50)} / ${fmtMs(f.floodedP99)} (p99 ${ms(f.rounds.map((r) => r.flooded.p99))})`],
+      ['B p99 flooded / alone, median of the rounds', `${fmtRatio(f.ratio)} (rounds ${f.rounds.map((r) => fmtRatio(r.ratio)).join(', ')})`],
+      ['org A acknowledged events/s (rounds)', `${fmtInt(f.floodEventsPerSec)} (${f.rounds.map((r) => fmtInt(r.flood.eventsPerSec)).join(', ')})`],
+      ['errors: B / A', `${f.probeErrors} / ${f.floodErrors}`],
+    ],
+    right: [1],
+  };
+}
+
+/** The fairness figures alone, as a terminal table (`npm run bench -- --only fairness`). */
+export function fairnessText(f: FairnessFigures): string {
+  return renderText(fairnessTable(f));
+}
+
 function goalTable(r: BenchReport): Table {
   return {
     head: ['', 'goal', 'target', 'measured'],
@@ -189,6 +212,7 @@ function sections(r: BenchReport): [string, Table][] {
     ...(r.cluster === undefined ? [] : [['Cluster', clusterTable(r.cluster)] as [string, Table]]),
     ...(r.stream === undefined ? [] : [['Streaming ingest', streamTable(r.stream)] as [string, Table]]),
     ...(r.tenants === undefined ? [] : [['Many tenants', tenantTable(r.tenants)] as [string, Table]]),
+    ...(r.fairness === undefined ? [] : [['Fairness', fairnessTable(r.fairness)] as [string, Table]]),
     ['Goals', goalTable(r)],
   ];
 }

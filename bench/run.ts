@@ -3,17 +3,20 @@
  * ledger at scale. Prints a table, writes bench/results/latest.json and latest.md.
  * `npm run bench -- --targets <url>,<url> [--quick]`: only the macro load, against running nodes
  * (bench/targets.ts).
+ * `npm run bench -- --only fairness [--quick]`: only the fairness scenario (bench/fairness.ts),
+ * printed, not written to bench/results.
  */
 import { cpus } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { runLedger } from './ledger.js';
 import { loadTool, wrkThreads } from './load.js';
 import { runCluster } from './cluster.js';
+import { fairnessGoal, runFairness } from './fairness.js';
 import { median, runMacro } from './macro.js';
 import { runMicro } from './micro.js';
 import { runStream } from './stream.js';
 import { runTenants } from './tenants.js';
-import { printReport, writeReport, type BenchReport, type MacroRow, type Ratio } from './report.js';
+import { fairnessText, printReport, writeReport, type BenchReport, type MacroRow, type Ratio } from './report.js';
 import { benchTargets, parseTargets } from './targets.js';
 
 const quick = process.argv.includes('--quick');
@@ -32,6 +35,20 @@ if (targets !== null) {
   process.exit(await benchTargets(targets, quick, process.env.VIGIL_BENCH_KEY, log));
 }
 
+const fairnessTiming = quick ? { rounds: 1, seconds: 3, warmupSeconds: 1, log } : { rounds: 3, seconds: 3, warmupSeconds: 1, log };
+const only = process.argv.indexOf('--only');
+if (only !== -1) {
+  if (process.argv[only + 1] !== 'fairness') {
+    console.error('--only takes one scenario: fairness');
+    process.exit(2);
+  }
+  log(`Vigil bench, fairness only (${quick ? 'quick' : 'full'})`);
+  const figures = await runFairness(fairnessTiming);
+  const goal = fairnessGoal(figures);
+  log(`\n${fairnessText(figures)}\n\n${goal.met ? '✓' : '✗'} ${goal.name}: ${goal.measured} (goal ${goal.target})`);
+  process.exit(figures.probeErrors + figures.floodErrors === 0 ? 0 : 1);
+}
+
 log(`Vigil bench (${quick ? 'quick' : 'full'}), load generator: ${loadTool() === 'wrk' ? `wrk with ${wrkThreads()} thread(s)` : 'autocannon'}`);
 log('micro…');
 const micro = await runMicro(quick);
@@ -41,6 +58,8 @@ log('stream…');
 const streamed = await runStream(quick ? { rounds: 1, seconds: 3, warmupSeconds: 1, connections: 64, log } : { rounds: 3, seconds: 6, warmupSeconds: 1, connections: 64, log });
 log('many tenants…');
 const tenants = await runTenants(quick ? { rounds: 1, seconds: 3, warmupSeconds: 1, connections: 64, log } : { rounds: 3, seconds: 5, warmupSeconds: 1, connections: 64, log });
+log('fairness…');
+const fairness = await runFairness(fairnessTiming);
 log('cluster…');
 const cluster = await runCluster(quick ? { rounds: 1, seconds: 3, warmupSeconds: 1, connections: 64, log } : { rounds: 3, seconds: 8, warmupSeconds: 1, connections: 64, log });
 const records = quick ? 200_000 : 1_000_000;
@@ -95,6 +114,7 @@ const goals: BenchReport['goals'] = [
   { name: 'streaming ingest vs bare LMDB batched append', target: '≥ 0.5×', measured: `${per(stream.lmdbRowsPerSec)}×`, met: per(stream.lmdbRowsPerSec) >= 0.5 },
   { name: `${tenants.orgs} orgs vs one org, POST /events/ (same run)`, target: '≥ 0.9×', measured: `${tenants.httpRatio}×`, met: tenants.httpRatio >= 0.9 },
   { name: `${tenants.orgs} orgs vs one org, stream (same run)`, target: '≥ 0.9×', measured: `${tenants.streamRatio}×`, met: tenants.streamRatio >= 0.9 },
+  fairnessGoal(fairness),
   {
     name: `inclusion proofs of random records vs the public record route${scale}`,
     target: '≥ 0.5×',
@@ -136,6 +156,7 @@ const report: BenchReport = {
   ...(cluster === null ? {} : { cluster }),
   stream,
   tenants,
+  fairness,
   goals,
   notes,
 };

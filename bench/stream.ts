@@ -140,7 +140,7 @@ async function lmdbRate(size: number, seconds: number): Promise<number> {
 export const streamChild = (spec: StreamLoadSpec): Promise<StreamLoadResult> => child<StreamLoadResult>('bench/stream-load.ts', spec);
 
 /** Runs a bench script as its own Node process and returns the JSON it prints last. */
-function child<T>(script: string, spec: unknown): Promise<T> {
+export function child<T>(script: string, spec: unknown): Promise<T> {
   return new Promise((resolve, reject) => {
     const proc = spawn(process.execPath, ['--import', 'tsx', script, JSON.stringify(spec)], { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';

@@ -53,6 +53,7 @@ const envSchema = z.object({
   VIGIL_PUBLIC_RATE_LIMIT: z.coerce.number().int().min(1).default(60),
   VIGIL_KEY_RATE_LIMIT: z.coerce.number().int().min(0).default(0),
   VIGIL_MAX_PENDING: z.coerce.number().int().min(1).default(10_000),
+  VIGIL_WRITER_MAX_BATCH: z.coerce.number().int().min(1).max(100_000).default(128),
   VIGIL_STREAM_MAX_FRAMES: z.coerce.number().int().min(1).max(10_000).default(64),
   // uWebSockets.js takes idle timeouts of 8–960 s in steps of 4.
   VIGIL_STREAM_IDLE_SECONDS: z.coerce.number().int().min(8).max(960).multipleOf(4).default(120),
@@ -98,6 +99,8 @@ export interface Config {
   /** Seconds a `GET /events/stream` connection may be silent before it is pinged; a peer that does not answer is closed after as long again. */
   streamIdleSeconds: number;
   maxPendingPerOrg: number;
+  /** The most commands one org's batch (one append) takes; see OrgLedgerActor. */
+  writerMaxBatch: number;
   durability: 'sync' | 'process';
   logLevel: LogLevel;
   /** How often in-memory state is checkpointed (bounds the replay after a crash). */
@@ -173,6 +176,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     publicRateLimitPerMinute: e.VIGIL_PUBLIC_RATE_LIMIT,
     keyRateLimitPerSecond: e.VIGIL_KEY_RATE_LIMIT,
     maxPendingPerOrg: e.VIGIL_MAX_PENDING,
+    writerMaxBatch: e.VIGIL_WRITER_MAX_BATCH,
     streamMaxFrames: e.VIGIL_STREAM_MAX_FRAMES,
     streamIdleSeconds: e.VIGIL_STREAM_IDLE_SECONDS,
     durability: e.VIGIL_DURABILITY,

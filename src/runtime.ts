@@ -146,6 +146,7 @@ async function start(config: Config, log: Logger, options: RuntimeOptions, lock:
     policyDigest: digest,
     now,
     maxPending: config.maxPendingPerOrg,
+    maxBatch: config.writerMaxBatch,
     sha256Rows: nativeSha256Rows,
     limits: (org, nowMs) => writerLimits(registry.planOf(org), nowMs),
     // Deliveries are stored before the command that caused them is answered.

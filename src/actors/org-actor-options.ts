@@ -18,6 +18,11 @@ export interface OrgActorOptions {
   maxPending: number;
   /** Batches committed but not yet durable at once (group commit pipelining). */
   maxInflight?: number;
+  /**
+   * The most commands one batch takes (one append); a longer queue goes in several, with at most
+   * twice this many commands in flight. No cap when absent.
+   */
+  maxBatch?: number;
   /** Where the writer says what went wrong (failed appends, refused commands, damage). */
   log: Logger;
   /** The org's plan limits in force at `nowMs` (read once per batch). */

@@ -25,11 +25,14 @@ const CONFLICT = 'the ledger was written by another writer';
  * state in memory.
  *
  * Commands are decided strictly in arrival order. All commands that arrive in one event-loop turn
- * form one batch, appended with one write (group commit). On a log with pipelined appends, a
- * batch is appended without waiting for the one before it (the log orders them; LMDB's write
- * thread folds those that queue up into one transaction), up to `maxInflight` not yet durable;
- * otherwise one at a time. Each append presents the fence of the one before it, so they commit
- * in order or not at all. A caller is answered only once its batch, and every batch before it, is
+ * form one batch, appended with one write (group commit), up to `maxBatch` of them; a longer
+ * backlog goes in batches of that size. On a log with pipelined appends, a batch is appended
+ * without waiting for the one before it (the log orders them; LMDB's write thread folds those
+ * that queue up into one transaction), up to `maxInflight` batches and `2 × maxBatch` commands not
+ * yet durable; otherwise one at a time. So another org's write is queued for the disk behind at
+ * most `2 × maxBatch` of this org's commands, however long its backlog (a flood of one org does
+ * not grow the commits every org shares). Each append presents the fence of the one before it,
+ * so they commit in order or not at all. A caller is answered only once its batch, and every batch before it, is
  * durable, and what `afterAppend` stores for it is stored. If an append fails, that batch and every later one in flight are refused
  * and the state is rebuilt from the ledger before anything else is decided, so memory never runs
  * ahead of what is durable.
@@ -64,6 +67,7 @@ export class OrgLedgerActor {
   private scheduled = false;
   private snapshotWaiters: ((snapshot: WriterSnapshot) => void)[] = [];
   private readonly maxInflight: number;
+  private readonly maxBatch: number;
   /** On a log with pipelined appends: the fence an append will return, known before it is made. */
   private readonly foretell: ((rows: readonly LedgerRow[]) => Fence) | undefined;
   /** Idempotency keys decided lately here (not all in the store yet), then the store's index. */
@@ -82,6 +86,7 @@ export class OrgLedgerActor {
     if (pipelined && log.fenceAfter === undefined) throw new Error('a log with pipelined appends must foretell its fences (fenceAfter)');
     this.foretell = pipelined ? log.fenceAfter?.bind(log) : undefined;
     this.maxInflight = pipelined ? (options.maxInflight ?? 8) : 1;
+    this.maxBatch = options.maxBatch ?? Infinity;
   }
 
   static async start(org: string, log: LedgerLog, options: OrgActorOptions): Promise<OrgLedgerActor> {
@@ -110,7 +115,7 @@ export class OrgLedgerActor {
     return this.queue.length + this.inflightCommands;
   }
 
-  /** Every command that arrives in one event-loop turn joins one batch. */
+  /** Every command that arrives in one event-loop turn joins one batch (up to maxBatch). */
   private readonly pumpLater = (): void => {
     this.scheduled = false;
     this.pump();
@@ -118,8 +123,10 @@ export class OrgLedgerActor {
 
   private pump(): void {
     while (!this.broken && !this.stale && this.inflight < this.maxInflight && this.queue.length > 0) {
-      const batch = this.queue;
-      this.queue = [];
+      // At most two full batches in flight: one being committed while the next waits its turn.
+      if (this.inflightCommands + Math.min(this.queue.length, this.maxBatch) > 2 * this.maxBatch) return;
+      const batch = this.queue.length <= this.maxBatch ? this.queue : this.queue.slice(0, this.maxBatch);
+      this.queue = batch === this.queue ? [] : this.queue.slice(this.maxBatch);
       try {
         this.launch(batch);
       } catch (error) {

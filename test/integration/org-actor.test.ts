@@ -29,9 +29,9 @@ afterEach(async () => {
   for (const c of cleanups.splice(0)) await c();
 });
 
-async function setup(failOn: number[], maxInflight = 4) {
+async function setup(failOn: number[], maxInflight = 4, maxBatch?: number) {
   const dir = tempDir('vigil-actor-');
-  const path = embedded(dir, { maxPending: 100_000, maxInflight }, (log) => flaky(log, new Set(failOn)));
+  const path = embedded(dir, { maxPending: 100_000, maxInflight, ...(maxBatch === undefined ? {} : { maxBatch }) }, (log) => flaky(log, new Set(failOn)));
   cleanups.push(async () => {
     await path.close();
     removeDir(dir);
@@ -46,8 +46,11 @@ const ingest = (n: number) => ({
 });
 
 describe('org ledger actor under append failures', () => {
-  it('refuses the failed batch and those in flight behind it, leaves no gap, and carries on', async () => {
-    const { store, bus } = await setup([3, 7]);
+  it.each([
+    ['', undefined],
+    [' (a turn\'s commands split in batches of at most 4)', 4],
+  ])('refuses the failed batch and those in flight behind it, leaves no gap, and carries on%s', async (_, maxBatch) => {
+    const { store, bus } = await setup([3, 7], 4, maxBatch);
     await bus.request({ type: 'agent.register', org: 'o', agent: { agent_id: 'a', name: 'A', kind: 'production', observed: true } });
     const acked = new Map<number, number>();
     let refused = 0;

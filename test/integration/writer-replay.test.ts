@@ -151,7 +151,7 @@ afterAll(async () => {
 const comparable = (s: WriterSnapshot) => ({ ...s, head: Buffer.from(s.head).toString('hex'), lastMs: undefined });
 
 describe('the org writer and a replay of what it wrote', () => {
-  it.each(['LMDB, pipelined appends', 'remote-like: no capabilities, opaque fences'])('property (%s): for any commands, the writer holds the state recovered from its rows', async (kind) => {
+  it.each(['LMDB, pipelined appends', 'LMDB, pipelined appends, batches of at most 2', 'remote-like: no capabilities, opaque fences'])('property (%s): for any commands, the writer holds the state recovered from its rows', async (kind) => {
     const log = kind.startsWith('LMDB') ? bus : opaqueLog(bus);
     /** What the runs met, so the property is known to have exercised each path. */
     const seen = new Set<string>();
@@ -166,6 +166,8 @@ describe('the org writer and a replay of what it wrote', () => {
       maxPending: 1000,
       log: silentLogger(),
       limits: (_org, nowMs) => limitsOf(nowMs),
+      // A turn's commands split over several appends in flight (the fairness cap, VIGIL_WRITER_MAX_BATCH).
+      ...(kind.endsWith('at most 2') ? { maxBatch: 2 } : {}),
     };
     await fc.assert(
       fc.asyncProperty(run, async ({ start, limits, steps }) => {

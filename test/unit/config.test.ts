@@ -17,6 +17,7 @@ describe('loadConfig', () => {
       webhookAllowPrivate: false,
       keyRateLimitPerSecond: 0,
       maxPendingPerOrg: 10_000,
+      writerMaxBatch: 128,
       streamMaxFrames: 64,
       streamIdleSeconds: 120,
       treeCacheBytes: 128 * 1024 * 1024,
@@ -96,6 +97,11 @@ describe('loadConfig', () => {
     ['VIGIL_NODE_ID', 'a b'],
   ])('refuses %s=%j with a message naming it', (name, value) => {
     expect(() => loadConfig({ VIGIL_NATS_URL: 'nats://h1:4222', [name]: value })).toThrow(new RegExp(name));
+  });
+
+  it('reads VIGIL_WRITER_MAX_BATCH (1 to 100000) and refuses anything else, naming it', () => {
+    expect(loadConfig({ VIGIL_WRITER_MAX_BATCH: '1000' }).writerMaxBatch).toBe(1000);
+    for (const value of ['0', '1.5', '100001', 'many']) expect(() => loadConfig({ VIGIL_WRITER_MAX_BATCH: value }), value).toThrow(/VIGIL_WRITER_MAX_BATCH/);
   });
 
   it('strips trailing slashes from VIGIL_BASE_URL and uses it as the default app URL', () => {
