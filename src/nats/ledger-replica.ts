@@ -1,16 +1,18 @@
 import type { NatsConnection } from '@nats-io/transport-node';
 import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
 import type { CommittedBatch, Subscription } from '../bus/ledger-log.js';
-import { GENESIS_HASH, type LedgerRow } from '../domain/ledger.js';
+import { GENESIS_HASH } from '../domain/ledger.js';
 import type { Database } from 'lmdb';
 import { ensureError, VigilError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { within } from '../time-bound.js';
 import type { LmdbLedger } from '../store/lmdb-ledger.js';
 import type { LmdbLedgerLog } from '../store/lmdb-ledger-log.js';
-import { decodeBatch, unpackBatch } from './batch-codec.js';
-import { LEDGER_STREAM, ledgerSubject, type LedgerStreamNames } from './ledger-stream.js';
+import { DivergedOrgs } from './diverged-orgs.js';
+import { LEDGER_STREAM, type LedgerStreamNames } from './ledger-stream.js';
 import type { JetStreamLedgerLog, JetStreamPosition } from './jetstream-ledger-log.js';
+import { behind, lastStreamBatch, misfit, tailAt, type StreamTail, type Tail } from './replica-rows.js';
+import { SeqWaiters } from './seq-waiters.js';
 
 export interface LedgerReplicaOptions {
   /** Where the replica keeps its watermark (a table of this node's LMDB). */
@@ -22,8 +24,6 @@ export interface LedgerReplicaOptions {
 }
 
 const WATERMARK = 'watermark';
-/** Keys `diverged.<org>` of the meta table: orgs whose copy here is not the stream's (see `diverged`). */
-const DIVERGED = 'diverged.';
 /** How long a failed re-read of an org waits before the next. */
 const REPAIR_RETRY_MS = 1000;
 /** How long a keyed read waits for the feed to bring the org's last batch before reading it from the stream. */
@@ -52,11 +52,11 @@ export class LedgerReplica {
    * ledger holds (the start-up replay fed the projections).
    */
   private readonly handed = new Map<string, number>();
-  /** Orgs whose rows here are not the stream's from this seq on: never read from here again. */
-  private readonly divergedAt = new Map<string, number>();
+  /** Orgs whose rows here are not the stream's: never read from here again. */
+  private readonly divergedAt: DivergedOrgs;
   /** The stream sequence up to which every batch is in the local ledger. */
   private watermark: number;
-  private readonly waiters = new Map<string, { seq: number; resolve: () => void }[]>();
+  private readonly waiters = new SeqWaiters();
   private subscription: Subscription | null = null;
   /** The bookkeeping of the last local append: batches land in stream order. */
   private tail: Promise<unknown> = Promise.resolve();
@@ -72,7 +72,7 @@ export class LedgerReplica {
     private readonly options: LedgerReplicaOptions,
   ) {
     this.watermark = options.meta.get(WATERMARK) ?? 0;
-    for (const { key, value } of options.meta.getRange({ start: DIVERGED, end: `${DIVERGED}\uffff` })) this.divergedAt.set(key.slice(DIVERGED.length), value);
+    this.divergedAt = new DivergedOrgs(options.meta, options.log);
   }
 
   /**
@@ -172,12 +172,12 @@ export class LedgerReplica {
         }
         // The hint (the org's last batch applied here) may be past what is missing: then read from the start.
         const end = await this.lastStreamBatch(org);
-        if (end.row > tail.seq) throw new Error(`the stream holds org ${org}'s rows through ${end.row}, read through ${tail.seq}`);
+        if (end.seq > tail.seq) throw new Error(`the stream holds org ${org}'s rows through ${end.seq}, read through ${tail.seq}`);
         const held = this.repairing.get(org) ?? [];
         this.repairing.delete(org);
         this.options.log.info({ org, seq: tail.seq }, 'ledger replica: the org is whole again');
         // Not the watermark: the feed has not brought other orgs' batches up to here.
-        if (Math.max(fence, end.seq) > 0) this.landed(org, Math.max(fence, end.seq), false);
+        if (Math.max(fence, end.streamSeq) > 0) this.landed(org, Math.max(fence, end.streamSeq), false);
         for (const batch of held) this.onBatch(batch);
         return;
       } catch (error) {
@@ -197,11 +197,8 @@ export class LedgerReplica {
    * writer recovers from the stream itself (`diverged`).
    */
   private diverged(org: string, seq: number, why: string): void {
-    this.divergedAt.set(org, seq);
     this.repairing.delete(org);
-    // Kept over a restart: only a rebuilt data dir holds the stream's rows again.
-    this.options.meta.put(`${DIVERGED}${org}`, seq).catch((error: unknown) => this.options.log.error({ org, err: ensureError(error) }, 'ledger replica: the mark of a diverged org could not be saved'));
-    this.options.log.error({ org, seq, why }, 'ledger replica: this node\'s copy of the org differs from the stream; its reads are refused here until the data dir is rebuilt (writes go on from the stream)');
+    this.divergedAt.mark(org, seq, why);
   }
 
   /** Whether this node's copy of the org differs from the stream (see `diverged`). */
@@ -213,12 +210,7 @@ export class LedgerReplica {
   private landed(org: string, fence: number, fromFeed = true): void {
     this.applied.set(org, fence);
     if (fromFeed) this.watermark = Math.max(this.watermark, fence);
-    const waiting = this.waiters.get(org);
-    if (waiting === undefined) return;
-    const still = waiting.filter((w) => w.seq > fence);
-    for (const w of waiting) if (w.seq <= fence) w.resolve();
-    if (still.length > 0) this.waiters.set(org, still);
-    else this.waiters.delete(org);
+    this.waiters.reached(org, fence);
   }
 
   /** Saves the watermark (with the checkpoints): the next start resumes after it. */
@@ -254,13 +246,13 @@ export class LedgerReplica {
     } catch (error) {
       throw error instanceof VigilError ? error : behind('the ledger stream did not answer', error);
     }
-    if (last.seq === 0) return last;
+    if (last.streamSeq === 0) return last;
     if (this.holds(org, last)) {
       // The same seq is not enough: the row must be the stream's (a copy that kept rows the cluster
       // dropped holds other rows at the seqs the stream filled again).
-      const mine = this.ledger.get(org, last.row);
+      const mine = this.ledger.get(org, last.seq);
       if (mine !== undefined && !Buffer.from(mine.chainHash).equals(last.hash)) {
-        this.diverged(org, last.row, `row ${last.row} here is not the stream's`);
+        this.diverged(org, last.seq, `row ${last.seq} here is not the stream's`);
         return this.catchUp(org);
       }
       return last;
@@ -270,32 +262,19 @@ export class LedgerReplica {
     const pull = (why: string): void => {
       if (!this.holds(org, last) && !this.repairing.has(org) && !this.closed) this.repair(org, null, why);
     };
-    if (this.watermark >= last.seq) pull(`the feed passed stream sequence ${last.seq} without rows through ${last.row} landing here`);
-    await new Promise<void>((resolve, reject) => {
-      const waiter = {
-        seq: last.seq,
-        resolve: () => {
-          clearTimeout(timer);
-          clearTimeout(late);
-          resolve();
-        },
-      };
-      const timer = setTimeout(() => {
-        clearTimeout(late);
-        const list = (this.waiters.get(org) ?? []).filter((w) => w !== waiter);
-        if (list.length > 0) this.waiters.set(org, list);
-        else this.waiters.delete(org);
-        reject(behind('this node\'s copy of the ledger trails the stream; try again'));
-      }, Math.max(0, end - Date.now()));
-      const late = setTimeout(() => pull(`the feed has not brought stream sequence ${last.seq} in ${PULL_AFTER_MS} ms`), PULL_AFTER_MS);
-      this.waiters.set(org, [...(this.waiters.get(org) ?? []), waiter]);
-    });
+    if (this.watermark >= last.streamSeq) pull(`the feed passed stream sequence ${last.streamSeq} without rows through ${last.seq} landing here`);
+    const late = setTimeout(() => pull(`the feed has not brought stream sequence ${last.streamSeq} in ${PULL_AFTER_MS} ms`), PULL_AFTER_MS);
+    try {
+      await this.waiters.wait(org, last.streamSeq, end - Date.now(), () => behind('this node\'s copy of the ledger trails the stream; try again'));
+    } finally {
+      clearTimeout(late);
+    }
     return last;
   }
 
   /** Whether the local ledger holds the org's rows through the stream's batch `last` (and no repair is under way). */
   private holds(org: string, last: StreamTail): boolean {
-    return !this.repairing.has(org) && (this.handed.get(org) ?? this.ledger.last(org)?.seq ?? 0) >= last.row;
+    return !this.repairing.has(org) && (this.handed.get(org) ?? this.ledger.last(org)?.seq ?? 0) >= last.seq;
   }
 
   /**
@@ -308,27 +287,21 @@ export class LedgerReplica {
   async *readCaughtUp(org: string, fromSeq: number): AsyncIterable<CommittedBatch> {
     const last = await this.catchUp(org);
     const held = this.ledger.last(org)?.seq ?? 0;
-    if (held > last.row) {
+    if (held > last.seq) {
       // More rows here than the stream had when asked: another writer's batch just landed, or rows the stream never kept.
       const now = await this.lastStreamBatch(org);
-      if (held > now.row) {
-        this.diverged(org, now.row + 1, `rows ${now.row + 1}..${held} are held here and not in the stream`);
+      if (held > now.seq) {
+        this.diverged(org, now.seq + 1, `rows ${now.seq + 1}..${held} are held here and not in the stream`);
         yield* this.stream.read(org, fromSeq);
         return;
       }
       throw behind('the org\'s ledger moved while this node read it; try again');
     }
-    for await (const batch of this.local.read(org, fromSeq)) yield { ...batch, fence: last.seq };
+    for await (const batch of this.local.read(org, fromSeq)) yield { ...batch, fence: last.streamSeq };
   }
 
-  /** The org's last batch in the stream as its leader has it now: its stream sequence and last row (0, 0: none). */
-  private async lastStreamBatch(org: string): Promise<StreamTail> {
-    const names = this.options.names ?? LEDGER_STREAM;
-    const message = await this.jsm.streams.getMessage(names.stream, { last_by_subj: ledgerSubject(names, org) });
-    if (message === null) return { seq: 0, row: 0, hash: GENESIS_HASH };
-    const batch = unpackBatch(message.data);
-    const row = batch.first + batch.rows.length - 1;
-    return { seq: message.seq, row, hash: Buffer.from(decodeBatch(batch, row)[0]!.chainHash) };
+  private lastStreamBatch(org: string): Promise<StreamTail> {
+    return lastStreamBatch(this.jsm, this.options.names ?? LEDGER_STREAM, org);
   }
 
   /** How far behind the stream's end the local ledger is, in stream sequences (0: caught up). */
@@ -343,33 +316,4 @@ export class LedgerReplica {
     this.subscription?.unsubscribe();
     await this.tail;
   }
-}
-
-function behind(message: string, cause?: unknown): VigilError {
-  return new VigilError('unavailable', message, undefined, { retryAfterSeconds: 1, ...(cause === undefined ? {} : { cause }) });
-}
-
-/** An org's last batch in the stream: its stream sequence and the seq of its last row. */
-interface StreamTail {
-  seq: number;
-  row: number;
-  /** The chain hash of its last row. */
-  hash: Buffer;
-}
-
-/** A row of an org as the next one must chain onto it. */
-interface Tail {
-  seq: number;
-  hash: Buffer;
-}
-
-function tailAt(row: LedgerRow): Tail {
-  return { seq: row.seq, hash: Buffer.from(row.chainHash) };
-}
-
-/** Why `row` cannot follow `tail` (a gap, or a row chained onto another one), or null if it can. */
-function misfit(tail: Tail, row: LedgerRow): string | null {
-  if (row.seq !== tail.seq + 1) return `rows ${tail.seq + 1}..${row.seq - 1} never came`;
-  if (!Buffer.from(row.prevHash).equals(tail.hash)) return `row ${row.seq} does not chain onto row ${tail.seq} as held here`;
-  return null;
 }
