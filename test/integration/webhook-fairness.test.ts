@@ -19,6 +19,9 @@ const PER_WEBHOOK = 2;
 const UNPROVEN = 1;
 const PER_ORG = 8;
 const POOL = 16;
+const SLOW_LANE = 4;
+/** Fails its first request at once (so its webhook is slow before any timeout), then never answers. */
+const failThenHang: Reply = (_, n) => (n === 0 ? 503 : 'hang');
 
 let server: TestServer;
 const receivers: Receiver[] = [];
@@ -91,6 +94,78 @@ describe('fair delivery', () => {
     await quietFor(300); // a second attempt would start at once if the bound let it
     expect(silent.received).toHaveLength(UNPROVEN);
     expect(silent.mostOpen).toBe(UNPROVEN);
+  });
+
+  it('sends a third org\'s delivery at once while two orgs\' four never-answering receivers each hold their requests', async () => {
+    await start();
+    const orgs = [undefined, await orgKey('globex')];
+    const silent: Receiver[] = [];
+    for (const key of orgs) {
+      for (let i = 0; i < 4; i++) {
+        const r = await receiver(() => 'hang');
+        silent.push(r);
+        await createWebhook(key, r.url());
+      }
+      await holdMany(key, 40); // 160 deliveries of the org
+    }
+    const open = () => silent.reduce((n, r) => n + r.open, 0);
+    await waitFor(() => open() === silent.length * UNPROVEN, WITHIN_MS, 'a request held at each silent receiver');
+
+    const third = await orgKey('initech');
+    const healthy = await receiver();
+    const webhook = await createWebhook(third, healthy.url());
+    await holdMany(third, 1);
+    await waitFor(() => healthy.received.length === 1, WITHIN_MS, 'the third org\'s delivery');
+    const [delivered] = await waitFor(async () => {
+      const list = await deliveries(third, webhook);
+      return list[0]?.status === 'delivered' ? list : null;
+    }, WITHIN_MS, 'the third org\'s delivery recorded');
+    expect(delivered).toMatchObject({ status: 'delivered', attempts: 1 });
+    await quietFor(300); // a second attempt to a silent receiver would start at once if the bound let it
+    // No attempt ended (by the timeout or otherwise), and each receiver got no more than its one.
+    for (const r of silent) {
+      expect(r.open).toBe(UNPROVEN);
+      expect(r.received).toHaveLength(UNPROVEN);
+      expect(r.mostOpen).toBe(UNPROVEN);
+    }
+    expect(open()).toBeLessThanOrEqual(POOL / 2);
+  });
+
+  it('holds slow webhooks (last attempt failed) to the slow lane across orgs; healthy ones of the same and other orgs go on', async () => {
+    await start();
+    const orgs = [undefined, await orgKey('globex')];
+    const slow: Receiver[] = [];
+    for (const key of orgs) {
+      for (let i = 0; i < 4; i++) {
+        const r = await receiver(failThenHang);
+        slow.push(r);
+        await createWebhook(key, r.url());
+      }
+    }
+    const ownHealthy = await receiver();
+    const ownWebhook = await createWebhook(undefined, ownHealthy.url());
+    const count = 30;
+    for (const key of orgs) await holdMany(key, count);
+    const hanging = () => slow.reduce((n, r) => n + r.open, 0);
+    await waitFor(() => slow.every((r) => r.received.length >= 1) && hanging() === SLOW_LANE, WITHIN_MS, `${SLOW_LANE} requests held in the slow lane`);
+
+    const third = await orgKey('initech');
+    const healthy = await receiver();
+    const webhook = await createWebhook(third, healthy.url());
+    await holdMany(third, 1);
+    for (const [key, id, n] of [[third, webhook, 1], [undefined, ownWebhook, count]] as const) {
+      await waitFor(async () => {
+        const list = await deliveries(key, id);
+        return list.length === n && list.every((d) => d.status === 'delivered' && d.attempts === 1);
+      }, WITHIN_MS, `webhook ${id}'s ${n} deliveries recorded delivered`);
+    }
+    expect(healthy.received).toHaveLength(1);
+    expect(ownHealthy.received).toHaveLength(count);
+    await quietFor(300); // an attempt past the lane would start at once
+    // No hanging request ended (no timeout yet), so the requests held now are all the lane ever let out.
+    expect(hanging()).toBe(SLOW_LANE);
+    expect(slow.reduce((n, r) => n + r.received.length, 0)).toBe(slow.length + SLOW_LANE);
+    for (const r of slow) expect(r.mostOpen).toBe(1);
   });
 
   it('delivers all of an org\'s healthy webhook while four of its receivers never answer', async () => {
