@@ -179,7 +179,7 @@ async function start(config: Config, log: Logger, options: RuntimeOptions, lock:
     disableDays: config.webhookDisableDays,
     allowPrivate: config.webhookAllowPrivate,
     timeoutMs: options.webhookTimeoutMs ?? 10_000,
-    bounds: { total: 16, perOrg: 8, perWebhook: 2 },
+    bounds: { total: 16, perOrg: 8, perWebhook: 2, slow: 4, slowPerOrg: 4 },
     policyDigest: digest,
     now,
     newId: randomUUID,

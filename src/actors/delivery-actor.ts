@@ -6,9 +6,9 @@ import type { DeliveryRecord, WebhookRecord, WebhookStore } from '../store/webho
 import { DeliveryMaker } from './delivery-maker.js';
 import { afterAttempt } from './delivery-outcome.js';
 import { DeliveryOwnership } from './delivery-ownership.js';
-import { DeliveryScheduler, type DeliveryBounds } from './delivery-scheduler.js';
+import { DeliveryScheduler, type AttemptOutcome, type DeliveryBounds } from './delivery-scheduler.js';
 import type { DeliveryScope } from './delivery-scope.js';
-import { isGone, pingWebhook, sendSigned, type PingResult } from './delivery-send.js';
+import { isDelivered, isGone, pingWebhook, sendSigned, type PingResult } from './delivery-send.js';
 import { DeliveryWriter } from './delivery-writer.js';
 import { WebhookHealth } from './webhook-health.js';
 import type { WebhookRegistry } from '../services/webhook-registry.js';
@@ -71,7 +71,8 @@ const NOT_OWNER: NotOwner = { ok: false, code: 'not_owner', message: 'this node 
  * `webhook.disabled` notice, stored and retried like any delivery (not billed).
  *
  * Attempts share a pool fairly (DeliveryScheduler): orgs round robin, an org's webhooks round
- * robin, and bounds per org and per webhook, so slow receivers cannot hold up the others.
+ * robin, bounds per org and per webhook, and a slow lane for webhooks whose last attempt failed,
+ * so slow receivers cannot hold up the others.
  *
  * Cluster mode (`scope`): the same, per org, on the org's owner only; an org that changes hands is
  * taken over from the shared store (DeliveryOwnership). An attempt whose org changed hands while
@@ -281,10 +282,10 @@ export class DeliveryActor {
       const token = {};
       this.sending.set(d.id, token);
       let slot = true;
-      const free = (): void => {
+      const free = (outcome?: AttemptOutcome): void => {
         if (!slot) return;
         slot = false;
-        this.queued.release(d);
+        this.queued.release(d, outcome);
         this.pump();
       };
       const attempt = this.attempt(d, token, free, epoch).finally(() => {
@@ -312,10 +313,11 @@ export class DeliveryActor {
 
   /**
    * `sent`: called once the request is over (answer, error or timeout), so its slot serves
-   * another attempt while the outcome is written. `epoch`: cluster mode, the org's epoch when the
+   * another attempt while the outcome is written; told the outcome, which paces the webhook's
+   * next attempts (DeliveryScheduler.release). `epoch`: cluster mode, the org's epoch when the
    * attempt began (DeliveryOwnership.current).
    */
-  private async attempt(d: DeliveryRecord, token: object, sent: () => void, epoch?: number): Promise<void> {
+  private async attempt(d: DeliveryRecord, token: object, sent: (outcome?: AttemptOutcome) => void, epoch?: number): Promise<void> {
     const webhook = this.webhooks.get(d.org, d.webhook_id);
     let next: DeliveryRecord;
     let gone = false;
@@ -324,7 +326,9 @@ export class DeliveryActor {
       next = { ...d, status: 'cancelled', last_error: d.last_error ?? 'webhook deactivated' };
     } else {
       const result = await sendSigned(this.options, webhook, d.envelope_id, d.event, d.body);
-      sent();
+      // A webhook deactivated, or an org gone to another node, meanwhile is forgotten by the scheduler.
+      const known = this.webhooks.get(d.org, d.webhook_id)?.active === true && (this.owned === null || this.owned.current(d.org) === epoch);
+      sent(known ? (isDelivered(result) ? 'delivered' : 'failed') : undefined);
       now = this.options.now();
       gone = isGone(result);
       next = afterAttempt(d, result, now, this.options.schedule, this.options.random ?? Math.random);

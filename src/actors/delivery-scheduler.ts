@@ -9,7 +9,14 @@ export interface DeliveryBounds {
   perOrg: number;
   /** To one webhook, so that one slow receiver cannot take its org's share. */
   perWebhook: number;
+  /** To slow webhooks together (the slow lane), so that the healthy always have slots. */
+  slow: number;
+  /** To one org's slow webhooks together, so that the org's healthy webhooks have slots. */
+  slowPerOrg: number;
 }
+
+/** How an attempt ended, as far as pacing goes: a 2xx answer, or anything else (see `release`). */
+export type AttemptOutcome = 'delivered' | 'failed';
 
 interface Held {
   d: DeliveryRecord;
@@ -21,9 +28,18 @@ interface Held {
 
 interface InFlight {
   n: number;
+  /** Of them, those started in the slow lane. */
+  slow: number;
   /** By webhook id. */
   webhooks: Map<number, number>;
 }
+
+/**
+ * What the last ended attempt to a webhook said. A webhook with none (new, or not attempted since
+ * this process started sending for its org) is unproven: like a slow one it gets one attempt at a
+ * time, but outside the slow lane, since a receiver is only known by trying it.
+ */
+type Pace = 'healthy' | 'slow';
 
 /**
  * Which queued delivery gets the next attempt: fair between orgs and between an org's webhooks.
@@ -35,10 +51,16 @@ interface InFlight {
  * skipped for its bound keeps its place. A slot is held from `take` until `release` (the attempt's
  * end: answer, error or the sender's timeout).
  *
+ * The slow lane: a webhook whose last attempt failed is slow until one succeeds. A slow webhook
+ * gets at most one attempt in flight, and slow webhooks' attempts together at most `slow`, at
+ * most `slowPerOrg` of one org; a webhook whose last attempt succeeded gets `perWebhook`, and one
+ * unproven (no attempt ended yet) one. Attempts count in the lane they started in.
+ *
  * Memory: the held deliveries and their entries (stale ones are dropped once they outnumber the
- * live), the orgs and webhooks with due deliveries, and counts for attempts in flight; nothing of
- * an org or webhook is kept once none of these names it. A `take` looks past at most the orgs and
- * webhooks at their bound (each has attempts in flight, so at most `total` of them).
+ * live), the orgs and webhooks with due deliveries, counts for attempts in flight, and the pace of
+ * each webhook whose attempt ended (dropped with its org or webhook). A `take` looks past the
+ * orgs and webhooks at their bound (each has attempts in flight, so at most `total` of them) and,
+ * while the slow lane or an org's share of it is full, the slow webhooks with due deliveries.
  *
  * Pure: time is passed in; the caller keeps the timer (`nextAt`).
  */
@@ -49,6 +71,11 @@ export class DeliveryScheduler {
   private readonly turns = new Map<string, Map<number, DueQueue>>();
   private readonly inFlight = new Map<string, InFlight>();
   private out = 0;
+  /** Attempts in flight in the slow lane, in all and by delivery id. */
+  private slowOut = 0;
+  private readonly slowIds = new Set<number>();
+  /** By org, then webhook id; a webhook absent is unproven. */
+  private readonly paces = new Map<string, Map<number, Pace>>();
 
   constructor(private readonly bounds: DeliveryBounds) {}
 
@@ -82,7 +109,10 @@ export class DeliveryScheduler {
       const flight = this.inFlight.get(org);
       if ((flight?.n ?? 0) >= this.bounds.perOrg) continue;
       for (const [webhookId, queue] of webhooks) {
-        if ((flight?.webhooks.get(webhookId) ?? 0) >= this.bounds.perWebhook) continue;
+        const pace = this.paces.get(org)?.get(webhookId);
+        const bound = pace === 'healthy' ? this.bounds.perWebhook : 1;
+        if ((flight?.webhooks.get(webhookId) ?? 0) >= bound) continue;
+        if (pace === 'slow' && (this.slowOut >= this.bounds.slow || (flight?.slow ?? 0) >= this.bounds.slowPerOrg)) continue;
         const d = this.pop(queue);
         webhooks.delete(webhookId);
         if (d === undefined) continue; // nothing but stale entries
@@ -90,7 +120,7 @@ export class DeliveryScheduler {
         if (queue.size > 0) webhooks.set(webhookId, queue);
         this.turns.delete(org);
         if (webhooks.size > 0) this.turns.set(org, webhooks);
-        this.started(d);
+        this.started(d, pace === 'slow');
         return d;
       }
       if (webhooks.size === 0) this.turns.delete(org);
@@ -98,12 +128,20 @@ export class DeliveryScheduler {
     return undefined;
   }
 
-  /** The attempt of a taken delivery ended: its slot is free. */
-  release(d: DeliveryRecord): void {
+  /**
+   * The attempt of a taken delivery ended: its slot is free. `outcome`, when it was sent: a 2xx
+   * makes its webhook healthy, anything else (timeout, connection error, any other status) slow.
+   */
+  release(d: DeliveryRecord, outcome?: AttemptOutcome): void {
     const flight = this.inFlight.get(d.org);
     const n = flight?.webhooks.get(d.webhook_id);
     if (flight === undefined || n === undefined) throw new Error(`delivery ${d.id} released without an attempt in flight`);
     this.out--;
+    if (this.slowIds.delete(d.id)) {
+      this.slowOut--;
+      flight.slow--;
+    }
+    if (outcome !== undefined) this.paced(d.org, d.webhook_id, outcome === 'delivered' ? 'healthy' : 'slow');
     if (--flight.n === 0) this.inFlight.delete(d.org);
     else if (n === 1) flight.webhooks.delete(d.webhook_id);
     else flight.webhooks.set(d.webhook_id, n - 1);
@@ -112,6 +150,7 @@ export class DeliveryScheduler {
   /** Forgets the org's waiting deliveries (returned); its attempts in flight keep their slots until released. */
   dropOrg(org: string): DeliveryRecord[] {
     this.turns.delete(org);
+    this.paces.delete(org);
     return this.dropWhere((d) => d.org === org);
   }
 
@@ -120,6 +159,9 @@ export class DeliveryScheduler {
     const webhooks = this.turns.get(org);
     webhooks?.delete(webhookId);
     if (webhooks?.size === 0) this.turns.delete(org);
+    const paces = this.paces.get(org);
+    paces?.delete(webhookId);
+    if (paces?.size === 0) this.paces.delete(org);
     return this.dropWhere((d) => d.org === org && d.webhook_id === webhookId);
   }
 
@@ -161,12 +203,23 @@ export class DeliveryScheduler {
     return undefined;
   }
 
-  private started(d: DeliveryRecord): void {
+  private started(d: DeliveryRecord, slow: boolean): void {
     this.out++;
     let flight = this.inFlight.get(d.org);
-    if (flight === undefined) this.inFlight.set(d.org, (flight = { n: 0, webhooks: new Map() }));
+    if (flight === undefined) this.inFlight.set(d.org, (flight = { n: 0, slow: 0, webhooks: new Map() }));
     flight.n++;
+    if (slow) {
+      this.slowOut++;
+      flight.slow++;
+      this.slowIds.add(d.id);
+    }
     flight.webhooks.set(d.webhook_id, (flight.webhooks.get(d.webhook_id) ?? 0) + 1);
+  }
+
+  private paced(org: string, webhookId: number, pace: Pace): void {
+    let paces = this.paces.get(org);
+    if (paces === undefined) this.paces.set(org, (paces = new Map<number, Pace>()));
+    paces.set(webhookId, pace);
   }
 
   /** Rebuilds `later` once its stale entries outnumber the live ones (drops and reschedules leave them). */

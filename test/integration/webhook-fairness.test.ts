@@ -4,9 +4,10 @@ import { call, removeDir, runCli, startServer, type TestServer } from '../suppor
 
 /**
  * How deliveries share the pool of 16 attempts (README "Webhooks"): at most 2 in flight per
- * webhook and 8 per org, orgs served round robin. Receivers that never answer hold their requests
- * for the whole sender timeout (30 s here), so anything that arrives elsewhere meanwhile got past
- * them, not after them; no retry comes within a test (the schedule waits a minute).
+ * webhook (1 until an attempt of it succeeds, and 1 while slow) and 8 per org, slow webhooks 4 in
+ * all, orgs served round robin. Receivers that never answer hold their requests for the whole
+ * sender timeout (30 s here), so anything that arrives elsewhere meanwhile got past them, not after
+ * them; no retry comes within a test (the schedule waits a minute).
  */
 const ENV = { VIGIL_WEBHOOK_ALLOW_PRIVATE: '1', VIGIL_WEBHOOK_RETRY_SCHEDULE: '60' };
 const TIMEOUT_MS = 30_000;
@@ -14,8 +15,13 @@ const TIMEOUT_MS = 30_000;
 const WITHIN_MS = 15_000;
 const GATES = ['gate.hold', 'gate.alert', 'gate.collapse'];
 const PER_WEBHOOK = 2;
+/** A webhook not (yet, or no longer) known to answer: one attempt at a time. */
+const UNPROVEN = 1;
 const PER_ORG = 8;
 const POOL = 16;
+const SLOW_LANE = 4;
+/** Fails its first request at once (so its webhook is slow before any timeout), then never answers. */
+const failThenHang: Reply = (_, n) => (n === 0 ? 503 : 'hang');
 
 let server: TestServer;
 const receivers: Receiver[] = [];
@@ -73,7 +79,7 @@ describe('fair delivery', () => {
     const healthy = await receiver();
     await createWebhook(undefined, silent.url());
     await holdMany(undefined, 160);
-    await waitFor(() => silent.received.length >= PER_WEBHOOK, WITHIN_MS, 'the silent receiver\'s first attempts');
+    await waitFor(() => silent.received.length >= UNPROVEN, WITHIN_MS, 'the silent receiver\'s first attempt');
 
     const webhook = await createWebhook(other, healthy.url());
     await holdMany(other, 1);
@@ -84,15 +90,87 @@ describe('fair delivery', () => {
     }, WITHIN_MS, 'the other org\'s delivery recorded');
     expect(delivered).toMatchObject({ status: 'delivered', attempts: 1 });
     // Still held open: none of the first org's attempts ended, by the timeout or otherwise.
-    expect(silent.open).toBe(PER_WEBHOOK);
-    await quietFor(300); // a third attempt would start at once if the bound let it
-    expect(silent.received).toHaveLength(PER_WEBHOOK);
-    expect(silent.mostOpen).toBe(PER_WEBHOOK);
+    expect(silent.open).toBe(UNPROVEN);
+    await quietFor(300); // a second attempt would start at once if the bound let it
+    expect(silent.received).toHaveLength(UNPROVEN);
+    expect(silent.mostOpen).toBe(UNPROVEN);
   });
 
-  it('delivers all of an org\'s healthy webhook while three of its receivers never answer', async () => {
+  it('sends a third org\'s delivery at once while two orgs\' four never-answering receivers each hold their requests', async () => {
     await start();
-    const silent = [await receiver(() => 'hang'), await receiver(() => 'hang'), await receiver(() => 'hang')];
+    const orgs = [undefined, await orgKey('globex')];
+    const silent: Receiver[] = [];
+    for (const key of orgs) {
+      for (let i = 0; i < 4; i++) {
+        const r = await receiver(() => 'hang');
+        silent.push(r);
+        await createWebhook(key, r.url());
+      }
+      await holdMany(key, 40); // 160 deliveries of the org
+    }
+    const open = () => silent.reduce((n, r) => n + r.open, 0);
+    await waitFor(() => open() === silent.length * UNPROVEN, WITHIN_MS, 'a request held at each silent receiver');
+
+    const third = await orgKey('initech');
+    const healthy = await receiver();
+    const webhook = await createWebhook(third, healthy.url());
+    await holdMany(third, 1);
+    await waitFor(() => healthy.received.length === 1, WITHIN_MS, 'the third org\'s delivery');
+    const [delivered] = await waitFor(async () => {
+      const list = await deliveries(third, webhook);
+      return list[0]?.status === 'delivered' ? list : null;
+    }, WITHIN_MS, 'the third org\'s delivery recorded');
+    expect(delivered).toMatchObject({ status: 'delivered', attempts: 1 });
+    await quietFor(300); // a second attempt to a silent receiver would start at once if the bound let it
+    // No attempt ended (by the timeout or otherwise), and each receiver got no more than its one.
+    for (const r of silent) {
+      expect(r.open).toBe(UNPROVEN);
+      expect(r.received).toHaveLength(UNPROVEN);
+      expect(r.mostOpen).toBe(UNPROVEN);
+    }
+    expect(open()).toBeLessThanOrEqual(POOL / 2);
+  });
+
+  it('holds slow webhooks (last attempt failed) to the slow lane across orgs; healthy ones of the same and other orgs go on', async () => {
+    await start();
+    const orgs = [undefined, await orgKey('globex')];
+    const slow: Receiver[] = [];
+    for (const key of orgs) {
+      for (let i = 0; i < 4; i++) {
+        const r = await receiver(failThenHang);
+        slow.push(r);
+        await createWebhook(key, r.url());
+      }
+    }
+    const ownHealthy = await receiver();
+    const ownWebhook = await createWebhook(undefined, ownHealthy.url());
+    const count = 30;
+    for (const key of orgs) await holdMany(key, count);
+    const hanging = () => slow.reduce((n, r) => n + r.open, 0);
+    await waitFor(() => slow.every((r) => r.received.length >= 1) && hanging() === SLOW_LANE, WITHIN_MS, `${SLOW_LANE} requests held in the slow lane`);
+
+    const third = await orgKey('initech');
+    const healthy = await receiver();
+    const webhook = await createWebhook(third, healthy.url());
+    await holdMany(third, 1);
+    for (const [key, id, n] of [[third, webhook, 1], [undefined, ownWebhook, count]] as const) {
+      await waitFor(async () => {
+        const list = await deliveries(key, id);
+        return list.length === n && list.every((d) => d.status === 'delivered' && d.attempts === 1);
+      }, WITHIN_MS, `webhook ${id}'s ${n} deliveries recorded delivered`);
+    }
+    expect(healthy.received).toHaveLength(1);
+    expect(ownHealthy.received).toHaveLength(count);
+    await quietFor(300); // an attempt past the lane would start at once
+    // No hanging request ended (no timeout yet), so the requests held now are all the lane ever let out.
+    expect(hanging()).toBe(SLOW_LANE);
+    expect(slow.reduce((n, r) => n + r.received.length, 0)).toBe(slow.length + SLOW_LANE);
+    for (const r of slow) expect(r.mostOpen).toBe(1);
+  });
+
+  it('delivers all of an org\'s healthy webhook while four of its receivers never answer', async () => {
+    await start();
+    const silent = [await receiver(() => 'hang'), await receiver(() => 'hang'), await receiver(() => 'hang'), await receiver(() => 'hang')];
     const healthy = await receiver();
     for (const r of silent) await createWebhook(undefined, r.url());
     const webhook = await createWebhook(undefined, healthy.url());
@@ -106,9 +184,9 @@ describe('fair delivery', () => {
     }, WITHIN_MS, 'all recorded delivered');
     expect(list.every((d) => d.attempts === 1)).toBe(true);
     for (const r of silent) {
-      expect(r.open).toBe(PER_WEBHOOK);
-      expect(r.received).toHaveLength(PER_WEBHOOK);
-      expect(r.mostOpen).toBe(PER_WEBHOOK);
+      expect(r.open).toBe(UNPROVEN);
+      expect(r.received).toHaveLength(UNPROVEN);
+      expect(r.mostOpen).toBe(UNPROVEN);
     }
   });
 
@@ -120,12 +198,23 @@ describe('fair delivery', () => {
     orgs.push({ key: await orgKey('globex'), receivers: [], webhooks: [] });
     const third = { key: await orgKey('initech'), receivers: [await receiver()], webhooks: [] as number[] };
     third.webhooks.push(await createWebhook(third.key, third.receivers[0]!.url()));
+    const allDelivered = async (key: string | undefined, webhook: number, n: number) => {
+      const list = await waitFor(async () => {
+        const all = await deliveries(key, webhook);
+        return all.length === n && all.every((d) => d.status === 'delivered') ? all : null;
+      }, WITHIN_MS, `webhook ${webhook}'s ${n} deliveries recorded delivered`);
+      expect(list.every((d) => d.attempts === 1)).toBe(true);
+    };
     for (const org of orgs) {
       for (let i = 0; i < 5; i++) {
-        const r = await receiver(held);
+        const r = await receiver();
         org.receivers.push(r);
         org.webhooks.push(await createWebhook(org.key, r.url()));
       }
+      // One delivery each, answered: the webhooks are healthy, so each may have 2 in flight.
+      await holdMany(org.key, 1);
+      for (const webhook of org.webhooks) await allDelivered(org.key, webhook, 1);
+      for (const r of org.receivers) r.reply = held;
       await holdMany(org.key, 3); // answered while every request is held
     }
     const inFlight = (org: (typeof orgs)[number]) => org.receivers.reduce((n, r) => n + r.open, 0);
@@ -143,14 +232,7 @@ describe('fair delivery', () => {
     for (const org of orgs) for (const r of org.receivers) r.reply = () => 200;
     for (const answer of answers.splice(0)) answer();
     for (const org of [...orgs, third]) {
-      for (const webhook of org.webhooks) {
-        const expected = org === third ? 1 : 3;
-        const list = await waitFor(async () => {
-          const all = await deliveries(org.key, webhook);
-          return all.length === expected && all.every((d) => d.status === 'delivered') ? all : null;
-        }, WITHIN_MS, `webhook ${webhook}'s deliveries`);
-        expect(list.every((d) => d.attempts === 1)).toBe(true);
-      }
+      for (const webhook of org.webhooks) await allDelivered(org.key, webhook, org === third ? 1 : 4);
     }
     for (const org of orgs) for (const r of org.receivers) expect(r.mostOpen).toBeLessThanOrEqual(PER_WEBHOOK);
   });

@@ -650,7 +650,7 @@ async function deliveryPath(dir: string, fails: (records: readonly DeliveryRecor
     disableDays: 5,
     allowPrivate: true,
     timeoutMs: 2_000,
-    bounds: { total: 4, perOrg: 4, perWebhook: 2 },
+    bounds: { total: 4, perOrg: 4, perWebhook: 2, slow: 1, slowPerOrg: 1 },
     policyDigest: digest,
     now: Date.now,
     newId: randomUUID,
