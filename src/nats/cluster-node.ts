@@ -50,7 +50,7 @@ class WriterLog implements LedgerLog {
 
   read(org: string, fromSeq: number): AsyncIterable<CommittedBatch> {
     // A replica whose copy of the org is not the stream's must not be what a writer builds on.
-    return this.replica.hasDiverged(org) ? this.stream.read(org, fromSeq) : this.replica.readCaughtUp(org, fromSeq);
+    return this.replica.hasDiverged(org) ? this.stream.readWhole(org, fromSeq) : this.replica.readCaughtUp(org, fromSeq);
   }
 
   positionAfter(held: ReadonlyMap<string, number>): Position {

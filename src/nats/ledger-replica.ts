@@ -292,7 +292,7 @@ export class LedgerReplica {
       const now = await this.lastStreamBatch(org);
       if (held > now.seq) {
         this.diverged(org, now.seq + 1, `rows ${now.seq + 1}..${held} are held here and not in the stream`);
-        yield* this.stream.read(org, fromSeq);
+        yield* this.stream.readWhole(org, fromSeq);
         return;
       }
       throw behind('the org\'s ledger moved while this node read it; try again');
