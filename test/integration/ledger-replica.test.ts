@@ -1,5 +1,6 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
+import type { LedgerRow } from '../../src/domain/ledger.js';
 import { JetStreamLedgerLog } from '../../src/nats/jetstream-ledger-log.js';
 import { LedgerReplica } from '../../src/nats/ledger-replica.js';
 import { openLmdb } from '../../src/store/lmdb.js';
@@ -26,11 +27,37 @@ run('LedgerReplica fills a gap in what its feed hands over', () => {
     nats = await startNats({ nodes: 1 });
     nc = await connect({ servers: nats.urls });
   }, 60_000);
+  const closing: (() => Promise<unknown>)[] = [];
+  afterEach(async () => {
+    for (const close of closing.splice(0).reverse()) await close();
+  });
   afterAll(async () => {
     await nc?.close();
     await nats?.stop();
     for (const dir of dirs) removeDir(dir);
   });
+
+  /**
+   * A node's replica on a fresh data dir that holds `held` rows of their orgs, and whose saved
+   * watermark is `watermark`: its feed starts after that stream sequence.
+   */
+  async function replicaOn(stream: JetStreamLedgerLog, watermark: number, held: Record<string, LedgerRow[]> = {}) {
+    const dir = tempDir('vigil-replica-');
+    dirs.push(dir);
+    const store = openLmdb(dir, 'process');
+    closing.push(() => store.close());
+    const meta = store.env.table<string, number>('replica');
+    const local = new LmdbLedgerLog(store.ledger, silentLogger());
+    closing.push(() => local.close());
+    for (const [org, rows] of Object.entries(held)) expect((await local.append(org, rows, 0)).ok).toBe(true);
+    await meta.put('watermark', watermark);
+    const start = async (): Promise<LedgerReplica> => {
+      const replica = await LedgerReplica.start(nc, stream, local, store.ledger, { meta, log: silentLogger(), waitMs: 1000 });
+      closing.push(() => replica.close());
+      return replica;
+    };
+    return { ledger: store.ledger, replica: await start(), restart: start };
+  }
 
   it('an org whose first batches the feed skipped is read whole from the stream; keyed reads wait for it', async () => {
     const stream = await JetStreamLedgerLog.open(nc, { log: silentLogger() });
@@ -44,27 +71,15 @@ run('LedgerReplica fills a gap in what its feed hands over', () => {
 
     // A fresh replica whose saved watermark says it holds everything up to the "other" batch:
     // its feed starts after it, so the first batch of "gap" it is handed holds rows 3-4.
-    const dir = tempDir('vigil-replica-');
-    dirs.push(dir);
-    const store = openLmdb(dir, 'process');
-    const meta = store.env.table<string, number>('replica');
-    await meta.put('watermark', o1.ok ? o1.fence : -1);
-    const local = new LmdbLedgerLog(store.ledger, silentLogger());
-    const replica = await LedgerReplica.start(nc, stream, local, store.ledger, { meta, log: silentLogger() });
-    try {
-      await replica.caughtUp('gap'); // waits for the repair
-      expect([...store.ledger.range('gap', 1, 6)].map((r) => r.seq)).toEqual([1, 2, 3, 4, 5, 6]);
-      expect([...store.ledger.range('gap', 1, 6)].map((r) => Buffer.from(r.chainHash).toString('hex'))).toEqual(rows.map((r) => Buffer.from(r.chainHash).toString('hex')));
-      // Live batches after the repair apply as they come.
-      const more = chain(2, rows[5]);
-      expect((await stream.append('gap', more, f3.ok ? f3.fence : -1)).ok).toBe(true);
-      await replica.caughtUp('gap');
-      expect(store.ledger.last('gap')?.seq).toBe(8);
-    } finally {
-      await replica.close();
-      await local.close();
-      await store.close();
-    }
+    const { ledger, replica } = await replicaOn(stream, o1.ok ? o1.fence : -1);
+    await replica.caughtUp('gap'); // waits for the repair
+    expect([...ledger.range('gap', 1, 6)].map((r) => r.seq)).toEqual([1, 2, 3, 4, 5, 6]);
+    expect([...ledger.range('gap', 1, 6)].map((r) => Buffer.from(r.chainHash).toString('hex'))).toEqual(rows.map((r) => Buffer.from(r.chainHash).toString('hex')));
+    // Live batches after the repair apply as they come.
+    const more = chain(2, rows[5]);
+    expect((await stream.append('gap', more, f3.ok ? f3.fence : -1)).ok).toBe(true);
+    await replica.caughtUp('gap');
+    expect(ledger.last('gap')?.seq).toBe(8);
   }, 60_000);
 
   it('an org whose last batch the feed skipped is not taken as caught up: a keyed read (or a writer recovering) has it read from the stream, with that batch\'s fence', async () => {
@@ -73,24 +88,12 @@ run('LedgerReplica fills a gap in what its feed hands over', () => {
     const q = await stream.append('quiet', rows, 0);
     const o = await stream.append('busy', chain(1), 0);
     expect([q.ok, o.ok]).toEqual([true, true]);
-    const dir = tempDir('vigil-replica-');
-    dirs.push(dir);
-    const store = openLmdb(dir, 'process');
-    const meta = store.env.table<string, number>('replica');
     // The feed starts past both batches: nothing of "quiet" comes, and nothing more of it will.
-    await meta.put('watermark', o.ok ? o.fence : -1);
-    const local = new LmdbLedgerLog(store.ledger, silentLogger());
-    const replica = await LedgerReplica.start(nc, stream, local, store.ledger, { meta, log: silentLogger() });
-    try {
-      const batches = [];
-      for await (const batch of replica.readCaughtUp('quiet', 1)) batches.push(batch);
-      expect(batches.flatMap((b) => b.rows.map((r) => r.seq))).toEqual([1, 2]);
-      expect(batches.every((b) => b.fence === (q.ok ? q.fence : -1))).toBe(true);
-    } finally {
-      await replica.close();
-      await local.close();
-      await store.close();
-    }
+    const { replica } = await replicaOn(stream, o.ok ? o.fence : -1);
+    const batches = [];
+    for await (const batch of replica.readCaughtUp('quiet', 1)) batches.push(batch);
+    expect(batches.flatMap((b) => b.rows.map((r) => r.seq))).toEqual([1, 2]);
+    expect(batches.every((b) => b.fence === (q.ok ? q.fence : -1))).toBe(true);
   }, 60_000);
 
   it('an org holding other rows at the very seqs the stream holds is not taken as caught up: its copy is refused here', async () => {
@@ -99,22 +102,9 @@ run('LedgerReplica fills a gap in what its feed hands over', () => {
     const t = await stream.append('rewritten', theirs, 0);
     const o = await stream.append('other2', chain(1), 0);
     expect([t.ok, o.ok]).toEqual([true, true]);
-    const dir = tempDir('vigil-replica-');
-    dirs.push(dir);
-    const store = openLmdb(dir, 'process');
-    const meta = store.env.table<string, number>('replica');
-    const local = new LmdbLedgerLog(store.ledger, silentLogger());
-    expect((await local.append('rewritten', chain(2, { ...theirs[0]!, seq: 0, chainHash: Buffer.alloc(32, 9) }), 0)).ok).toBe(true);
-    await meta.put('watermark', o.ok ? o.fence : -1);
-    const replica = await LedgerReplica.start(nc, stream, local, store.ledger, { meta, log: silentLogger(), waitMs: 1000 });
-    try {
-      await expect(replica.caughtUp('rewritten')).rejects.toMatchObject({ code: 'unavailable', message: expect.stringContaining('differs from the ledger stream') });
-      expect(replica.hasDiverged('rewritten')).toBe(true);
-    } finally {
-      await replica.close();
-      await local.close();
-      await store.close();
-    }
+    const { replica } = await replicaOn(stream, o.ok ? o.fence : -1, { rewritten: chain(2, { ...theirs[0]!, seq: 0, chainHash: Buffer.alloc(32, 9) }) });
+    await expect(replica.caughtUp('rewritten')).rejects.toMatchObject({ code: 'unavailable', message: expect.stringContaining('differs from the ledger stream') });
+    expect(replica.hasDiverged('rewritten')).toBe(true);
   }, 60_000);
 
   it('an org whose rows here are not the stream\'s is refused here (never repaired onto), and other orgs go on', async () => {
@@ -123,36 +113,21 @@ run('LedgerReplica fills a gap in what its feed hands over', () => {
     const t1 = await stream.append('forked', theirs.slice(0, 2), 0);
     const t2 = await stream.append('forked', theirs.slice(2), t1.ok ? t1.fence : -1);
     expect([t1.ok, t2.ok]).toEqual([true, true]);
-    const dir = tempDir('vigil-replica-');
-    dirs.push(dir);
-    const store = openLmdb(dir, 'process');
-    const meta = store.env.table<string, number>('replica');
-    const local = new LmdbLedgerLog(store.ledger, silentLogger());
     // This node holds other rows 1-2 of the org (a consumer that handed over what the cluster later
     // replaced), and its watermark is past them: the feed's first batch of the org holds rows 3-4.
     const ours = chain(2, { ...theirs[0]!, seq: 0, chainHash: Buffer.alloc(32, 7) });
-    expect((await local.append('forked', ours, 0)).ok).toBe(true);
-    await meta.put('watermark', t1.ok ? t1.fence : -1);
-    const replica = await LedgerReplica.start(nc, stream, local, store.ledger, { meta, log: silentLogger(), waitMs: 1000 });
-    try {
-      const deadline = Date.now() + 10_000;
-      while (!replica.hasDiverged('forked') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-      expect(replica.hasDiverged('forked')).toBe(true);
-      await expect(replica.caughtUp('forked')).rejects.toMatchObject({ code: 'unavailable', message: expect.stringContaining('differs from the ledger stream at or before seq 2') });
-      expect(store.ledger.last('forked')?.seq).toBe(2); // nothing appended onto the wrong rows
-      const other = await stream.append('unharmed', chain(3), 0);
-      expect(other.ok).toBe(true);
-      await replica.caughtUp('unharmed');
-      expect(store.ledger.last('unharmed')?.seq).toBe(3);
-      // Kept over a restart: the copy is still not the stream's.
-      await replica.close();
-      const again = await LedgerReplica.start(nc, stream, local, store.ledger, { meta, log: silentLogger(), waitMs: 1000 });
-      expect(again.hasDiverged('forked')).toBe(true);
-      await again.close();
-    } finally {
-      await replica.close();
-      await local.close();
-      await store.close();
-    }
+    const { ledger, replica, restart } = await replicaOn(stream, t1.ok ? t1.fence : -1, { forked: ours });
+    const deadline = Date.now() + 10_000;
+    while (!replica.hasDiverged('forked') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    expect(replica.hasDiverged('forked')).toBe(true);
+    await expect(replica.caughtUp('forked')).rejects.toMatchObject({ code: 'unavailable', message: expect.stringContaining('differs from the ledger stream at or before seq 2') });
+    expect(ledger.last('forked')?.seq).toBe(2); // nothing appended onto the wrong rows
+    const other = await stream.append('unharmed', chain(3), 0);
+    expect(other.ok).toBe(true);
+    await replica.caughtUp('unharmed');
+    expect(ledger.last('unharmed')?.seq).toBe(3);
+    // Kept over a restart: the copy is still not the stream's.
+    await replica.close();
+    expect((await restart()).hasDiverged('forked')).toBe(true);
   }, 60_000);
 });
