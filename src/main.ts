@@ -156,10 +156,6 @@ async function revokeKey(ids: string[]): Promise<number> {
   return 0;
 }
 
-/**
- * The registry store of the data dir or the cluster (its modules loaded only for the commands that
- * use it); `existing`: the data dir must hold Vigil's data already (commands that create nothing).
- */
 /** The value of `--org`, a valid slug (a bad one is bad input: exit 2). */
 function orgArg(value: string): string {
   const slug = orgSlug.safeParse(value);
@@ -167,6 +163,10 @@ function orgArg(value: string): string {
   return slug.data;
 }
 
+/**
+ * The registry store of the data dir or the cluster (its modules loaded only for the commands that
+ * use it); `existing`: the data dir must hold Vigil's data already (commands that create nothing).
+ */
 async function openRegistry(config: Config, existing = false) {
   const [{ openCliRegistry }, { Registry }] = await Promise.all([import('./cli/registry-store.js'), import('./services/registry.js')]);
   return { opened: await openCliRegistry(config, cliLogger(config), { existing }), Registry };
