@@ -2,22 +2,11 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { LedgerLog } from '../../src/bus/ledger-log.js';
 import { ChainVerifier } from '../../src/domain/ledger.js';
 import { embedded } from '../support/embedded.js';
+import { withAppend } from '../support/with-append.js';
 import { withWriter } from '../support/writer.js';
 import { removeDir, tempDir } from '../support/server.js';
 
 /** `inner` with its append replaced (the rest passes through). */
-function withAppend(inner: LedgerLog, append: LedgerLog['append']): LedgerLog {
-  return {
-    capabilities: inner.capabilities,
-    fenceAfter: inner.fenceAfter?.bind(inner),
-    read: (org, from) => inner.read(org, from),
-    positionAfter: (held) => inner.positionAfter(held),
-    subscribe: (h, from) => inner.subscribe(h, from),
-    close: () => inner.close(),
-    append,
-  };
-}
-
 /** A ledger log whose chosen appends fail before reaching the store, as a failing disk would. */
 function flaky(inner: LedgerLog, failOn: Set<number>): LedgerLog {
   let n = 0;

@@ -4,6 +4,7 @@ import type { OrgReply } from '../../src/bus/messages.js';
 import { ChainVerifier } from '../../src/domain/ledger.js';
 import { embedded, type Embedded } from '../support/embedded.js';
 import { removeDir, tempDir } from '../support/server.js';
+import { withAppend } from '../support/with-append.js';
 
 /**
  * Fairness between org writers on a real LMDB store (sync durability): org A's backlog is
@@ -25,21 +26,14 @@ async function setup(): Promise<{ path: Embedded; appends: Map<string, number[]>
   const appends = new Map<string, number[]>();
   const inFlight = new Map<string, number>();
   const mostInFlight = new Map<string, number>();
-  const counting = (inner: LedgerLog): LedgerLog => ({
-    capabilities: inner.capabilities,
-    fenceAfter: inner.fenceAfter?.bind(inner),
-    read: (org, from) => inner.read(org, from),
-    positionAfter: (held) => inner.positionAfter(held),
-    subscribe: (h, from) => inner.subscribe(h, from),
-    close: () => inner.close(),
-    append: (org, rows, expected) => {
+  const counting = (inner: LedgerLog): LedgerLog =>
+    withAppend(inner, (org, rows, expected) => {
       appends.set(org, [...(appends.get(org) ?? []), rows.length]);
       const now = (inFlight.get(org) ?? 0) + rows.length;
       inFlight.set(org, now);
       mostInFlight.set(org, Math.max(now, mostInFlight.get(org) ?? 0));
       return inner.append(org, rows, expected).finally(() => inFlight.set(org, inFlight.get(org)! - rows.length));
-    },
-  });
+    });
   const path = embedded(dir, { maxPending: 100_000, maxBatch: MAX_BATCH }, counting);
   cleanups.push(async () => {
     await path.close();
