@@ -5,6 +5,7 @@ import type { Sha256Rows } from '../domain/ledger-batch.js';
 import type { WriterLimits } from '../domain/org-state.js';
 import type { Policy } from '../domain/policy.js';
 import type { Logger } from '../log.js';
+import type { WriterShare } from './writer-share.js';
 
 /** How an org's writer is set up (the same for every org of a node). */
 export interface OrgActorOptions {
@@ -23,6 +24,11 @@ export interface OrgActorOptions {
    * twice this many commands in flight. No cap when absent.
    */
   maxBatch?: number;
+  /**
+   * The writers of this process that have work: while another org's has, this one keeps one batch
+   * of `maxBatch` in flight rather than two (see WriterShare). Every writer alone when absent.
+   */
+  share?: WriterShare;
   /** Where the writer says what went wrong (failed appends, refused commands, damage). */
   log: Logger;
   /** The org's plan limits in force at `nowMs` (read once per batch). */

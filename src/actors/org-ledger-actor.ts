@@ -16,6 +16,13 @@ interface Pending extends Queued {
 
 export type { OrgActorOptions };
 
+/**
+ * Beside another org's busy writer, a writer's batches are a quarter of maxBatch, one in flight: the
+ * other org's rows then wait for at most one small transaction of this org's (measured with the
+ * fairness bench: another org's p50 fell from 3.3 to 1.9 ms while this one floods, for a tenth less
+ * of this one's throughput).
+ */
+const SHARED_BATCH_DIVISOR = 4;
 const UNAVAILABLE: OrgReply = { ok: false, code: 'unavailable', message: 'the ledger could not be written; nothing was recorded, retry' };
 /** An append refused by the fence: another writer appended first. */
 const CONFLICT = 'the ledger was written by another writer';
@@ -31,7 +38,8 @@ const CONFLICT = 'the ledger was written by another writer';
  * that queue up into one transaction), up to `maxInflight` batches and `2 × maxBatch` commands not
  * yet durable; otherwise one at a time. So another org's write is queued for the disk behind at
  * most `2 × maxBatch` of this org's commands, however long its backlog (a flood of one org does
- * not grow the commits every org shares). Each append presents the fence of the one before it,
+ * not grow the commits every org shares), and behind a quarter of `maxBatch` while the writers
+ * know of each other (`share`). Each append presents the fence of the one before it,
  * so they commit in order or not at all. A caller is answered only once its batch, and every batch before it, is
  * durable, and what `afterAppend` stores for it is stored. If an append fails, that batch and every later one in flight are refused
  * and the state is rebuilt from the ledger before anything else is decided, so memory never runs
@@ -103,6 +111,7 @@ export class OrgLedgerActor {
     }
     return new Promise((resolve) => {
       this.queue.push({ command, resolve, abandoned });
+      this.options.share?.set(this.org, true);
       if (!this.scheduled) {
         this.scheduled = true;
         setImmediate(this.pumpLater);
@@ -123,10 +132,14 @@ export class OrgLedgerActor {
 
   private pump(): void {
     while (!this.broken && !this.stale && this.inflight < this.maxInflight && this.queue.length > 0) {
-      // At most two full batches in flight: one being committed while the next waits its turn.
-      if (this.inflightCommands + Math.min(this.queue.length, this.maxBatch) > 2 * this.maxBatch) return;
-      const batch = this.queue.length <= this.maxBatch ? this.queue : this.queue.slice(0, this.maxBatch);
-      this.queue = batch === this.queue ? [] : this.queue.slice(this.maxBatch);
+      // Alone, at most two full batches in flight: one being committed while the next waits its
+      // turn. Beside another org's busy writer, one small one (SHARED_BATCH_DIVISOR).
+      const shared = this.options.share?.othersBusy(this.org) === true;
+      const size = shared ? Math.max(1, Math.floor(this.maxBatch / SHARED_BATCH_DIVISOR)) : this.maxBatch;
+      const room = shared ? size : 2 * this.maxBatch;
+      if (this.inflightCommands + Math.min(this.queue.length, size) > room) return;
+      const batch = this.queue.length <= size ? this.queue : this.queue.slice(0, size);
+      this.queue = batch === this.queue ? [] : this.queue.slice(size);
       try {
         this.launch(batch);
       } catch (error) {
@@ -213,6 +226,7 @@ export class OrgLedgerActor {
         if ((this.broken || this.stale) && this.inflight === 0) await this.heal();
         if (this.inflight === 0 && this.snapshotWaiters.length > 0) this.resolveSnapshotWaiters();
         this.pump();
+        if (this.depth === 0) this.options.share?.set(this.org, false);
       });
   }
 

@@ -19,6 +19,7 @@ import type { ChainCheck } from '../store/verify-chain.js';
 import type { WebhookStore } from '../store/webhook-store.js';
 import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics.js';
+import type { IntakePacer } from './intake-pacer.js';
 
 /** What route handlers may use. Chosen by the composition root (runtime.ts). */
 export interface AppDeps {
@@ -31,6 +32,8 @@ export interface AppDeps {
   caughtUp?: ((org: string) => Promise<void>) | undefined;
   /** Commands to the org writers. */
   commands: CommandRouter;
+  /** Large ingests go to the writers a slice per turn, round robin between orgs. */
+  intake: IntakePacer;
   registry: Registry;
   ledger: LedgerReader;
   directory: AgentDirectory;

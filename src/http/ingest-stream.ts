@@ -10,7 +10,8 @@ import { chargeEvents } from './key-rate.js';
 import { RouteObserver } from './observe.js';
 import type { RateLimiter } from './rate-limit.js';
 import { authorize, type RouterDeps } from './router.js';
-import { ingestEvents, MAX_BATCH_EVENTS, prefersReceipt, type EventOutcome } from './routes/ingest.js';
+import type { IntakeStep } from './intake-pacer.js';
+import { eventSteps, MAX_BATCH_EVENTS, prefersReceipt, type EventOutcome } from './routes/ingest.js';
 import { StreamKeyWatch, type KeyClose, type WatchedStream } from './stream-keys.js';
 
 /** The stream's subprotocols (DESIGN §9): text frames of JSON (the default), or binary frames of msgpack. */
@@ -68,9 +69,9 @@ interface StreamContext {
  * upgrade request (401/403/429 as HTTP, no upgrade), and the key is checked again before every frame
  * and every KEY_CHECK_MS: once it is revoked the connection is closed (4401) and writes nothing
  * more. A frame's events count against the key's rate (the upgrade counted one request). A bad
- * frame is answered with an error frame and the connection stays open. Events of every connection
- * go to the org writers as the batch route sends them, so frames arriving in one event-loop turn,
- * from any socket, share group commits.
+ * frame is answered with an error frame and the connection stays open. A frame is read in its
+ * org's turn of the intake (IntakePacer): its events go to the writer a slice per event-loop turn,
+ * as the batch route's do, so one org's large frames do not hold the loop from other orgs.
  */
 export function mountIngestStream(app: uws.TemplatedApp, deps: AppDeps, routerDeps: RouterDeps): void {
   const streams: StreamContext = { deps, limiter: routerDeps.keyLimiter, keys: new StreamKeyWatch(routerDeps.registry, 'events:write', deps.log) };
@@ -164,8 +165,59 @@ function endFor(ws: uws.WebSocket<StreamConn>, conn: StreamConn, close: KeyClose
   ws.end(close.code, close.reason);
 }
 
+/**
+ * A frame, in its turn. Within the connection's limit of frames in flight, its answer's place is
+ * taken now and the rest waits for the org's turn in the intake (IntakePacer): parsing, checking,
+ * counting against the rate, then its events a slice at a time. Past the limit (or the frame
+ * size) it is read now, only to be answered with its id.
+ */
 function take(ws: uws.WebSocket<StreamConn>, conn: StreamConn, bytes: Buffer, isBinary: boolean, context: StreamContext): void {
   const { deps } = context;
+  const limit = deps.config.streamMaxFrames;
+  if (bytes.length > MAX_FRAME_BYTES || conn.inFlight >= limit) {
+    const frame = readFrame(conn, bytes, isBinary);
+    // In the order a frame is checked: readable, then its size, then its shape, then the limit.
+    if ('error' in frame && (frame.error.code === 'bad_request' || bytes.length <= MAX_FRAME_BYTES)) return answerNow(ws, conn, frame);
+    const message = bytes.length > MAX_FRAME_BYTES ? `a frame carries at most ${MAX_FRAME_BYTES} bytes; split it` : `at most ${limit} frames of a connection wait for their answers; send this one again later`;
+    return answerNow(ws, conn, { id: frame.id, error: { code: 'overloaded', message } });
+  }
+  const slot: StreamConn['answers'][number] = { frame: null, counts: true };
+  conn.answers.push(slot);
+  conn.inFlight++;
+  const answer = (frame: ServerFrame): void => {
+    slot.frame = frame;
+    flush(ws, conn);
+  };
+  let events: IntakeStep | null = null;
+  deps.intake.pace(conn.key.org, () => {
+    if (events !== null) return events();
+    // The connection closed (or its key was revoked) while the frame waited: nothing of it is sent.
+    if (conn.gone.aborted) return null;
+    const frame = readFrame(conn, bytes, isBinary);
+    if ('error' in frame) {
+      answer(frame);
+      return null;
+    }
+    try {
+      // Nothing of a refused frame is written: the client sends it again, with the same keys, after retry_after_seconds.
+      chargeEvents(context.limiter, conn.key.id, frame.events.length, deps.now());
+    } catch (error) {
+      answer({ id: frame.id, error: frameError(errorResponse(error, deps.log)) });
+      return null;
+    }
+    const ingest = { org: conn.key.org, events: frame.events, connection: conn.gone, receipt: conn.receipt, transport: 'stream' as const };
+    events = eventSteps(deps, ingest, (outcomes) => {
+      outcomes.then(
+        (results) => answer({ id: frame.id, results }),
+        (error: unknown) => answer({ id: frame.id, error: frameError(errorResponse(error, deps.log)) }),
+      );
+    });
+    return events();
+  });
+}
+
+/** A frame's id and events, or the error frame that answers it. */
+function readFrame(conn: StreamConn, bytes: Buffer, isBinary: boolean): { id: FrameId; events: unknown[] } | { id: FrameId; error: FrameError } {
   let raw: unknown;
   try {
     raw = isBinary !== conn.binary ? undefined : conn.binary ? unpackr.unpack(bytes) : JSON.parse(bytes.toString('utf8'));
@@ -174,42 +226,17 @@ function take(ws: uws.WebSocket<StreamConn>, conn: StreamConn, bytes: Buffer, is
   } catch {
     raw = undefined;
   }
-  const id = frameIdOf(raw);
   if (raw === undefined) {
     const expected = conn.binary ? 'binary frames of msgpack (vigil.v1+msgpack)' : 'text frames of JSON (vigil.v1+json)';
-    return answerNow(ws, conn, { id: null, error: { code: 'bad_request', message: `a frame must be one ${expected}` } });
+    return { id: null, error: { code: 'bad_request', message: `a frame must be one ${expected}` } };
   }
-  if (bytes.length > MAX_FRAME_BYTES) {
-    return answerNow(ws, conn, { id, error: { code: 'overloaded', message: `a frame carries at most ${MAX_FRAME_BYTES} bytes; split it` } });
-  }
+  const id = frameIdOf(raw);
   const parsed = frameSchema.safeParse(raw);
   if (!parsed.success) {
     const details = parsed.error.issues.map((issue) => ({ path: issue.path.map(String).join('.') || 'frame', message: issue.message }));
-    return answerNow(ws, conn, { id, error: { code: 'validation_failed', message: `invalid frame: ${details.map((d) => d.path).join(', ')}`, details } });
+    return { id, error: { code: 'validation_failed', message: `invalid frame: ${details.map((d) => d.path).join(', ')}`, details } };
   }
-  const limit = deps.config.streamMaxFrames;
-  if (conn.inFlight >= limit) {
-    return answerNow(ws, conn, { id, error: { code: 'overloaded', message: `at most ${limit} frames of a connection wait for their answers; send this one again later` } });
-  }
-  try {
-    // Nothing of a refused frame is written: the client sends it again, with the same keys, after retry_after_seconds.
-    chargeEvents(context.limiter, conn.key.id, parsed.data.events.length, deps.now());
-  } catch (error) {
-    return answerNow(ws, conn, { id, error: frameError(errorResponse(error, deps.log)) });
-  }
-  const slot: StreamConn['answers'][number] = { frame: null, counts: true };
-  conn.answers.push(slot);
-  conn.inFlight++;
-  ingestEvents(deps, conn.key.org, parsed.data.events, conn.gone, conn.receipt, 'stream').then(
-    (results) => {
-      slot.frame = { id: parsed.data.id, results };
-      flush(ws, conn);
-    },
-    (error: unknown) => {
-      slot.frame = { id: parsed.data.id, error: frameError(errorResponse(error, deps.log)) };
-      flush(ws, conn);
-    },
-  );
+  return parsed.data;
 }
 
 /** An error as a frame carries it: the HTTP body's error, and its Retry-After (seconds) when it has one. */

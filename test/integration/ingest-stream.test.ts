@@ -46,6 +46,18 @@ describeModes('ingest stream', (m) => {
     expect(await rowCount()).toBe(before + 40);
   });
 
+  it('records a connection\'s events in the order sent when a large frame is taken a slice at a time', async () => {
+    const c = await connect();
+    // A small frame right behind a large one must not overtake the large one's later slices.
+    c.send({ id: 'large', events: Array.from({ length: 1000 }, (_, j) => event({ payload: { j } })) });
+    c.send({ id: 'small', events: [event({ payload: { after: true } })] });
+    const [large, small] = await c.next(2);
+    const largeIds = large.results.map((r: { event_id: number }) => r.event_id);
+    expect(largeIds).toEqual([...largeIds].sort((a, b) => a - b));
+    expect(new Set(largeIds).size).toBe(1000);
+    expect(small.results[0].event_id).toBeGreaterThan(Math.max(...largeIds));
+  });
+
   it('speaks msgpack in binary frames under vigil.v1+msgpack, with string ids', async () => {
     const c = await connect({ protocol: 'vigil.v1+msgpack' });
     expect(c.ws.protocol).toBe('vigil.v1+msgpack');

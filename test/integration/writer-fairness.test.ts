@@ -5,6 +5,7 @@ import { ChainVerifier } from '../../src/domain/ledger.js';
 import { embedded, type Embedded } from '../support/embedded.js';
 import { removeDir, tempDir } from '../support/server.js';
 import { withAppend } from '../support/with-append.js';
+import { WriterShare } from '../../src/actors/writer-share.js';
 
 /**
  * Fairness between org writers on a real LMDB store (sync durability): org A's backlog is
@@ -21,7 +22,7 @@ afterEach(async () => {
 });
 
 /** The embedded write path, with the size of each org's appends and the most rows it had in flight at once. */
-async function setup(): Promise<{ path: Embedded; appends: Map<string, number[]>; mostInFlight: Map<string, number> }> {
+async function setup(share?: WriterShare): Promise<{ path: Embedded; appends: Map<string, number[]>; mostInFlight: Map<string, number> }> {
   const dir = tempDir('vigil-fairness-');
   const appends = new Map<string, number[]>();
   const inFlight = new Map<string, number>();
@@ -34,7 +35,7 @@ async function setup(): Promise<{ path: Embedded; appends: Map<string, number[]>
       mostInFlight.set(org, Math.max(now, mostInFlight.get(org) ?? 0));
       return inner.append(org, rows, expected).finally(() => inFlight.set(org, inFlight.get(org)! - rows.length));
     });
-  const path = embedded(dir, { maxPending: 100_000, maxBatch: MAX_BATCH }, counting);
+  const path = embedded(dir, { maxPending: 100_000, maxBatch: MAX_BATCH, ...(share === undefined ? {} : { share }) }, counting);
   cleanups.push(async () => {
     await path.close();
     removeDir(dir);
@@ -76,13 +77,44 @@ describe('one org flooding its writer does not hold up another org (real LMDB)',
       expect(mostInFlight.get('a')).toBe(2 * MAX_BATCH);
       const ids = replies.map((r) => (r.ok ? (r.value as { event_id: number }).event_id : 0));
       expect(ids).toEqual(Array.from({ length: BACKLOG }, (_, i) => i + 1));
-      for (const org of ['a', 'b']) {
-        const rows = await path.rows(org);
-        expect(rows.map((r) => r.seq)).toEqual(Array.from({ length: org === 'a' ? BACKLOG + 1 : 2 }, (_, i) => i + 1));
-        const verifier = new ChainVerifier();
-        for (const row of rows) verifier.push(row);
-        expect(verifier.report()).toMatchObject({ ok: true, first_bad_seq: null });
-      }
+      await expectWhole(path);
+    });
+  }
+});
+
+/** Both orgs' ledgers hold every row, in seq order, on an unbroken chain. */
+async function expectWhole(path: Embedded): Promise<void> {
+  for (const org of ['a', 'b']) {
+    const rows = await path.rows(org);
+    expect(rows.map((r) => r.seq)).toEqual(Array.from({ length: org === 'a' ? BACKLOG + 1 : 2 }, (_, i) => i + 1));
+    const verifier = new ChainVerifier();
+    for (const row of rows) verifier.push(row);
+    expect(verifier.report()).toMatchObject({ ok: true, first_bad_seq: null });
+  }
+}
+
+describe('writers that share the disk (WriterShare): beside a busy org, a quarter batch, one in flight', () => {
+  const SHARED = MAX_BATCH / 4;
+  for (const [when, bound] of [['in the same event-loop turn as', 2 * SHARED], ['a turn after', 2 * MAX_BATCH + 2 * SHARED]] as const) {
+    it(`org B's command sent ${when} org A's backlog is durable with at most ${bound} of A's before it; A goes back to full batches after`, async () => {
+      const { path, appends, mostInFlight } = await setup(new WriterShare());
+      const flood: Promise<OrgReply>[] = Array.from({ length: BACKLOG }, (_, n) => path.commands.request(ingest('a', n)) as Promise<OrgReply>);
+      if (when === 'a turn after') await new Promise((resolve) => setImmediate(resolve));
+      const b = await path.commands.request(ingest('b', 0)).then((reply) => ({ reply, aDurable: (path.stores.ledger.last('a')?.seq ?? 0) - 1 }));
+      expect(b.reply.ok).toBe(true);
+      expect(b.aDurable).toBeLessThanOrEqual(bound);
+
+      const replies = await Promise.all(flood);
+      expect(replies.filter((r) => !r.ok)).toEqual([]);
+      const sizes = appends.get('a')!;
+      // Small batches while B was busy (B's one row may be durable before A's next batch goes: then
+      // none), full ones after (the last takes what is left); none lost.
+      if (when === 'in the same event-loop turn as') expect(sizes[0]).toBe(SHARED);
+      expect(sizes.at(-2)).toBe(MAX_BATCH);
+      expect(sizes.slice(0, -1).every((size) => size === SHARED || size === MAX_BATCH)).toBe(true);
+      expect(sizes.reduce((n, size) => n + size, 0)).toBe(BACKLOG);
+      expect(mostInFlight.get('a')).toBe(2 * MAX_BATCH);
+      await expectWhole(path);
     });
   }
 });

@@ -2,8 +2,9 @@ import { z } from 'zod';
 import type { Receipt } from '../../domain/signed-note.js';
 import type { IngestResult, OrgReply } from '../../bus/messages.js';
 import { idempotencyKey, ingestEventBody, type IngestEventBody } from '../../domain/schemas.js';
-import { VigilError } from '../../errors.js';
+import { ensureError, VigilError } from '../../errors.js';
 import { unwrap, type AppDeps } from '../deps.js';
+import type { IntakeStep } from '../intake-pacer.js';
 import type { Route } from '../router.js';
 import { collection } from './collection.js';
 import { validate } from '../validate.js';
@@ -24,8 +25,8 @@ const RECEIPT_APPLIED = { 'preference-applied': 'receipt' };
 
 /**
  * Event ingest: one event to the org's single writer, one gate decision back; or a batch of them,
- * each decided alone, answered together once every accepted one is durable. Events of one batch
- * reach the writer in one event-loop turn, so they share its group commit.
+ * each decided alone, answered together once every accepted one is durable. A batch's events reach
+ * the writer a slice (128) per event-loop turn, in order, and share its group commits.
  */
 export function ingestRoutes(deps: AppDeps): Route[] {
   const ingestOne: Route['handler'] = async ({ key, body, headers, connection }) => {
@@ -54,7 +55,7 @@ export function ingestRoutes(deps: AppDeps): Route[] {
   const batch: Route['handler'] = async ({ key, body, headers, connection }) => {
     const { events } = validate(batchBody, body);
     const receipt = prefersReceipt(headers.prefer);
-    const results = await ingestEvents(deps, key.org, events, connection, receipt);
+    const results = await ingestEvents(deps, { org: key.org, events, connection, receipt, transport: 'http' });
     return receipt ? { body: { results }, headers: RECEIPT_APPLIED } : { body: { results } };
   };
   return [
@@ -84,35 +85,78 @@ function withReceipt(deps: AppDeps, org: string, result: IngestResult, reply: Or
   return { ...result, receipt: deps.transparency.checkpoints.receipt(org, reply.entry) };
 }
 
+/** One ingest of events into one org: who sends them, and how their outcomes are told. */
+export interface EventIngest {
+  org: string;
+  events: readonly unknown[];
+  connection: { readonly aborted: boolean };
+  receipt: boolean;
+  transport: 'http' | 'stream';
+}
+
 /**
- * Each event validated alone and sent to the writer in order, in one turn (one group commit);
- * the outcomes in the order of `events`. A bad event gets its error; the others are not affected.
+ * Each event validated alone and sent to the writer in order, a slice per event-loop turn
+ * (IntakePacer); the outcomes in the order of `events`. A bad event gets its error; the others
+ * are not affected.
  */
-export async function ingestEvents(
-  deps: AppDeps,
-  org: string,
-  events: readonly unknown[],
-  connection: { readonly aborted: boolean },
-  receipt = false,
-  transport: 'http' | 'stream' = 'http',
-): Promise<EventOutcome[]> {
-  const outcomeOf = receipt ? (reply: OrgReply) => (reply.ok ? withReceipt(deps, org, reply.value as IngestResult, reply) : refusalOutcome(reply)) : plainOutcome;
-  const pending = events.map((raw, i): Promise<EventOutcome> => {
-    let event: IngestEventBody;
-    try {
-      event = validate(ingestEventBody, raw, `events.${i}`);
-    } catch (error) {
-      return Promise.resolve(errorOutcome(error));
-    }
-    return deps.commands.request({ type: 'event.ingest', org, event, ...(receipt ? { receipt } : {}) }, { abandoned: connection }).then(outcomeOf).catch(errorOutcome);
+export function ingestEvents(deps: AppDeps, ingest: EventIngest): Promise<EventOutcome[]> {
+  return new Promise((resolve, reject) => {
+    const step = eventSteps(deps, ingest, (outcomes) => {
+      outcomes.then(resolve, reject);
+    });
+    deps.intake.pace(ingest.org, step, ingest.events.length <= deps.intake.sliceEvents);
   });
+}
+
+/**
+ * The steps of one ingest: each validates and sends the next slice of its events; after the last,
+ * `done` gets every outcome in order (and /metrics counts them once they are in).
+ */
+export function eventSteps(deps: AppDeps, ingest: EventIngest, done: (outcomes: Promise<EventOutcome[]>) => void): IntakeStep {
+  const { org, events, connection, receipt } = ingest;
+  const outcomeOf = receipt ? (reply: OrgReply) => (reply.ok ? withReceipt(deps, org, reply.value as IngestResult, reply) : refusalOutcome(reply)) : plainOutcome;
+  const slices: Promise<EventOutcome[]>[] = [];
+  let from = 0;
+  return () => {
+    try {
+      return sendSlice();
+    } catch (error) {
+      // Past every per-event guard: the ingest fails whole, as a thrown handler does.
+      done(Promise.reject(ensureError(error)));
+      return null;
+    }
+  };
+  function sendSlice(): ReturnType<IntakeStep> {
+    const to = Math.min(events.length, from + deps.intake.sliceEvents);
+    const pending: Promise<EventOutcome>[] = [];
+    for (let i = from; i < to; i++) {
+      let event: IngestEventBody;
+      try {
+        event = validate(ingestEventBody, events[i], `events.${i}`);
+      } catch (error) {
+        pending.push(Promise.resolve(errorOutcome(error)));
+        continue;
+      }
+      pending.push(deps.commands.request({ type: 'event.ingest', org, event, ...(receipt ? { receipt } : {}) }, { abandoned: connection }).then(outcomeOf).catch(errorOutcome));
+    }
+    const answered = Promise.all(pending);
+    slices.push(answered);
+    const sent = to - from;
+    from = to;
+    const last = to === events.length;
+    if (last) done(Promise.all(slices).then((parts) => counted(deps, ingest, parts.flat())));
+    return { sent, answered, last };
+  }
+}
+
+/** The outcomes, counted in /metrics. */
+function counted(deps: AppDeps, ingest: EventIngest, outcomes: EventOutcome[]): EventOutcome[] {
   const metrics = deps.metrics?.metrics;
-  if (metrics === undefined) return Promise.all(pending);
-  const outcomes = await Promise.all(pending);
-  metrics.ingestCall(transport, events.length);
+  if (metrics === undefined) return outcomes;
+  metrics.ingestCall(ingest.transport, ingest.events.length);
   for (const outcome of outcomes) {
-    if ('error' in outcome) metrics.ingested(org, 'refused', outcome.error.code);
-    else metrics.ingested(org, outcome.gate_status);
+    if ('error' in outcome) metrics.ingested(ingest.org, 'refused', outcome.error.code);
+    else metrics.ingested(ingest.org, outcome.gate_status);
   }
   return outcomes;
 }
