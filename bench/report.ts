@@ -196,6 +196,11 @@ export function fairnessText(f: FairnessFigures): string {
   return renderText(fairnessTable(f));
 }
 
+/** The many-tenant figures alone, as a terminal table (`npm run bench -- --only tenants`). */
+export function tenantsText(t: TenantFigures): string {
+  return renderText(tenantTable(t));
+}
+
 function goalTable(r: BenchReport): Table {
   return {
     head: ['', 'goal', 'target', 'measured'],

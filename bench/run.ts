@@ -3,7 +3,8 @@
  * ledger at scale. Prints a table, writes bench/results/latest.json and latest.md.
  * `npm run bench -- --targets <url>,<url> [--quick]`: only the macro load, against running nodes
  * (bench/targets.ts).
- * `npm run bench -- --only fairness [--quick]`: only the fairness scenario (bench/fairness.ts),
+ * `npm run bench -- --only fairness|tenants [--quick]`: only the fairness (bench/fairness.ts) or the
+ * many-tenant (bench/tenants.ts) scenario,
  * printed, not written to bench/results.
  */
 import { cpus } from 'node:os';
@@ -16,7 +17,7 @@ import { median, runMacro } from './macro.js';
 import { runMicro } from './micro.js';
 import { runStream } from './stream.js';
 import { runTenants } from './tenants.js';
-import { fairnessText, printReport, writeReport, type BenchReport, type MacroRow, type Ratio } from './report.js';
+import { fairnessText, printReport, tenantsText, writeReport, type BenchReport, type MacroRow, type Ratio } from './report.js';
 import { benchTargets, parseTargets } from './targets.js';
 
 const quick = process.argv.includes('--quick');
@@ -36,13 +37,20 @@ if (targets !== null) {
 }
 
 const fairnessTiming = quick ? { rounds: 1, seconds: 3, warmupSeconds: 1, log } : { rounds: 3, seconds: 3, warmupSeconds: 1, log };
+const tenantTiming = quick ? { rounds: 1, seconds: 3, warmupSeconds: 1, connections: 64, log } : { rounds: 3, seconds: 5, warmupSeconds: 1, connections: 64, log };
 const only = process.argv.indexOf('--only');
 if (only !== -1) {
-  if (process.argv[only + 1] !== 'fairness') {
-    console.error('--only takes one scenario: fairness');
+  const scenario = process.argv[only + 1];
+  if (scenario !== 'fairness' && scenario !== 'tenants') {
+    console.error('--only takes one scenario: fairness or tenants');
     process.exit(2);
   }
-  log(`Vigil bench, fairness only (${quick ? 'quick' : 'full'})`);
+  log(`Vigil bench, ${scenario} only (${quick ? 'quick' : 'full'})`);
+  if (scenario === 'tenants') {
+    const figures = await runTenants(tenantTiming);
+    log(`\n${tenantsText(figures)}`);
+    process.exit(0);
+  }
   const figures = await runFairness(fairnessTiming);
   const goal = fairnessGoal(figures);
   log(`\n${fairnessText(figures)}\n\n${goal.met ? '✓' : '✗'} ${goal.name}: ${goal.measured} (goal ${goal.target})`);
@@ -57,7 +65,7 @@ const macro = await runMacro(quick ? { rounds: 1, seconds: 3, warmupSeconds: 1, 
 log('stream…');
 const streamed = await runStream(quick ? { rounds: 1, seconds: 3, warmupSeconds: 1, connections: 64, log } : { rounds: 3, seconds: 6, warmupSeconds: 1, connections: 64, log });
 log('many tenants…');
-const tenants = await runTenants(quick ? { rounds: 1, seconds: 3, warmupSeconds: 1, connections: 64, log } : { rounds: 3, seconds: 5, warmupSeconds: 1, connections: 64, log });
+const tenants = await runTenants(tenantTiming);
 log('fairness…');
 const fairness = await runFairness(fairnessTiming);
 log('cluster…');

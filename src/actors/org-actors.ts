@@ -1,6 +1,6 @@
 import type { RequestOptions } from '../bus/command-router.js';
 import type { BatchHandler, LedgerLog } from '../bus/ledger-log.js';
-import type { LedgerCommand, NotOwner, OrgReply } from '../bus/messages.js';
+import type { NotOwner, OrgReply, WriterCommand } from '../bus/messages.js';
 import { OrgLedgerActor, type OrgActorOptions } from './org-ledger-actor.js';
 import { DAMAGED, damagedRefusal, LedgerDamagedError, OrgRecovery, type WriterSnapshot } from './org-recovery.js';
 import { ensureError, VigilError } from '../errors.js';
@@ -92,13 +92,15 @@ export class OrgActors {
     for (const org of [...this.actors.keys()]) if (which(org)) this.actors.delete(org);
   }
 
-  readonly handle = (command: LedgerCommand, options?: RequestOptions): Promise<OrgReply | NotOwner> => {
+  readonly handle = (command: WriterCommand, options?: RequestOptions): Promise<OrgReply | NotOwner> => {
     const damagedAt = this.damaged.get(command.org);
     if (damagedAt !== undefined) return Promise.resolve(damagedRefusal(command.org, damagedAt));
+    const submit = (actor: OrgLedgerActor): Promise<OrgReply | NotOwner> =>
+      command.type === 'events.ingest' ? actor.submitEvents(command, options?.abandoned) : actor.submit(command, options?.abandoned);
     const actor = this.actors.get(command.org);
-    if (actor instanceof OrgLedgerActor) return actor.submit(command, options?.abandoned);
+    if (actor instanceof OrgLedgerActor) return submit(actor);
     return this.starting(command.org, actor).then(
-      (a) => a.submit(command, options?.abandoned),
+      submit,
       (error: unknown) => {
         if (error instanceof LedgerDamagedError) return damagedRefusal(command.org, error.seq);
         throw error;

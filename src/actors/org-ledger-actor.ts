@@ -1,11 +1,12 @@
 import type { Fence, LedgerLog } from '../bus/ledger-log.js';
-import type { NotOwner, LedgerCommand, OrgReply } from '../bus/messages.js';
+import type { EventsIngestCommand, LedgerCommand, NotOwner, OrgReply, ReplyTo } from '../bus/messages.js';
 import { GENESIS_HASH, type LedgerRow } from '../domain/ledger.js';
-import { emptyOrgState, NO_LIMITS, type OrgState } from '../domain/org-state.js';
+import { emptyOrgState, NO_LIMITS, type OrgState, type Refusal } from '../domain/org-state.js';
 import { ensureError } from '../errors.js';
 import { settlesWithin } from '../time-bound.js';
 import { DAMAGED, damagedRefusal, LedgerDamagedError, OrgRecovery, writerSnapshot, type WriterSnapshot } from './org-recovery.js';
 import { decideBatch, PLANNING_FAILED, type Queued } from './decide-batch.js';
+import { eventGroup } from './event-group.js';
 import type { OrgActorOptions } from './org-actor-options.js';
 import { RecentKeys } from '../domain/idempotency.js';
 import type { IdempotencyKeys } from './decide-batch.js';
@@ -70,7 +71,7 @@ export class OrgLedgerActor {
   /** A command threw while planned: the state is rebuilt from the ledger before the next batch. */
   private stale = false;
   /** Set when a rebuild met an unreadable ledger row: every write is refused with it. */
-  private damaged: OrgReply | null = null;
+  private damaged: Refusal | null = null;
   /** A pump is scheduled for the end of this event-loop turn. */
   private scheduled = false;
   private snapshotWaiters: ((snapshot: WriterSnapshot) => void)[] = [];
@@ -105,18 +106,42 @@ export class OrgLedgerActor {
   }
 
   submit(command: LedgerCommand, abandoned?: { readonly aborted: boolean }): Promise<OrgReply | NotOwner> {
-    if (this.damaged !== null) return Promise.resolve(this.damaged);
-    if (this.queue.length >= this.options.maxPending) {
-      return Promise.resolve({ ok: false, code: 'overloaded', message: `org ${this.org} has too many commands waiting` });
-    }
+    const refused = this.refusal(1);
+    if (refused !== null) return Promise.resolve(refused);
     return new Promise((resolve) => {
       this.queue.push({ command, resolve, abandoned });
-      this.options.share?.set(this.org, true);
-      if (!this.scheduled) {
-        this.scheduled = true;
-        setImmediate(this.pumpLater);
-      }
+      this.queued();
     });
+  }
+
+  /** The events of one command, queued one by one (each decided alone), answered together (see eventGroup). */
+  submitEvents(command: EventsIngestCommand, abandoned?: { readonly aborted: boolean }): Promise<ReplyTo<EventsIngestCommand> | NotOwner> {
+    const { events, receipt } = command;
+    const refused = this.refusal(events.length);
+    if (refused !== null) return Promise.resolve(refused);
+    if (events.length === 0) return Promise.resolve({ ok: true, value: [] });
+    return new Promise((resolve) => {
+      const replyTo = eventGroup(events.length, resolve);
+      for (let i = 0; i < events.length; i++) {
+        this.queue.push({ command: { type: 'event.ingest', org: this.org, event: events[i]!, ...(receipt === true ? { receipt } : {}) }, resolve: replyTo(i), abandoned });
+      }
+      this.queued();
+    });
+  }
+
+  /** Why `count` more commands are refused before they are queued, or null. */
+  private refusal(count: number): Refusal | null {
+    if (this.damaged !== null) return this.damaged;
+    if (this.queue.length + count > this.options.maxPending) return { ok: false, code: 'overloaded', message: `org ${this.org} has too many commands waiting` };
+    return null;
+  }
+
+  private queued(): void {
+    this.options.share?.set(this.org, true);
+    if (!this.scheduled) {
+      this.scheduled = true;
+      setImmediate(this.pumpLater);
+    }
   }
 
   /** Commands waiting or in flight (GET /metrics' writer queue depth). */

@@ -14,6 +14,21 @@ export type LedgerCommand =
   | { type: 'review.decide'; org: string; actionId: number; decision: ReviewDecisionBody; reviewer: string }
   | { type: 'export.record'; org: string; export: ExportRecordBody };
 
+/**
+ * Several events of one org in one command (a slice of a stream frame or of a batch request): one
+ * request and one reply for all of them, each event still decided alone, in order (`event.ingest`
+ * each, as the writer queues them). The reply's value has an outcome per event.
+ */
+export interface EventsIngestCommand {
+  type: 'events.ingest';
+  org: string;
+  events: IngestEventBody[];
+  receipt?: boolean;
+}
+
+/** One event's outcome in an `events.ingest` reply: as the reply to its `event.ingest` would be. */
+export type EventReply = { ok: true; value: IngestResult; entry?: LogEntry } | Refusal;
+
 /** Re-queues a dead webhook delivery: taken by the delivery actor of the node that sends the org's deliveries. */
 export interface DeliveryRetryCommand {
   type: 'delivery.retry';
@@ -22,13 +37,17 @@ export interface DeliveryRetryCommand {
   deliveryId: number;
 }
 
+/** What an org's writer takes: ledger commands, one at a time or events several at once. */
+export type WriterCommand = LedgerCommand | EventsIngestCommand;
+
 /** Every command routed to an org's owner. */
-export type OrgCommand = LedgerCommand | DeliveryRetryCommand;
+export type OrgCommand = WriterCommand | DeliveryRetryCommand;
 
 interface ResultOf {
   'agent.register': AgentView;
   'agent.update': AgentView;
   'event.ingest': IngestResult;
+  'events.ingest': EventReply[];
   'review.decide': ReviewResult;
   'export.record': ExportResult;
   'delivery.retry': DeliveryRecord;

@@ -115,6 +115,13 @@ export function ingestEvents(deps: AppDeps, ingest: EventIngest): Promise<EventO
 export function eventSteps(deps: AppDeps, ingest: EventIngest, done: (outcomes: Promise<EventOutcome[]>) => void): IntakeStep {
   const { org, events, connection, receipt } = ingest;
   const outcomeOf = receipt ? (reply: OrgReply) => (reply.ok ? withReceipt(deps, org, reply.value as IngestResult, reply) : refusalOutcome(reply)) : plainOutcome;
+  const outcomeOrError = (reply: OrgReply): EventOutcome => {
+    try {
+      return outcomeOf(reply);
+    } catch (error) {
+      return errorOutcome(error);
+    }
+  };
   const slices: Promise<EventOutcome[]>[] = [];
   let from = 0;
   return () => {
@@ -128,18 +135,32 @@ export function eventSteps(deps: AppDeps, ingest: EventIngest, done: (outcomes: 
   };
   function sendSlice(): ReturnType<IntakeStep> {
     const to = Math.min(events.length, from + deps.intake.sliceEvents);
-    const pending: Promise<EventOutcome>[] = [];
+    // The slice's valid events go as one command; a bad one has its error in its place.
+    const outcomes = new Array<EventOutcome>(to - from);
+    const valid: IngestEventBody[] = [];
+    const places: number[] = [];
     for (let i = from; i < to; i++) {
-      let event: IngestEventBody;
       try {
-        event = validate(ingestEventBody, events[i], `events.${i}`);
+        valid.push(validate(ingestEventBody, events[i], `events.${i}`));
+        places.push(i - from);
       } catch (error) {
-        pending.push(Promise.resolve(errorOutcome(error)));
-        continue;
+        outcomes[i - from] = errorOutcome(error);
       }
-      pending.push(deps.commands.request({ type: 'event.ingest', org, event, ...(receipt ? { receipt } : {}) }, { abandoned: connection }).then(outcomeOf).catch(errorOutcome));
     }
-    const answered = Promise.all(pending);
+    const answered: Promise<EventOutcome[]> =
+      valid.length === 0
+        ? Promise.resolve(outcomes)
+        : deps.commands.request({ type: 'events.ingest', org, events: valid, ...(receipt ? { receipt } : {}) }, { abandoned: connection }).then(
+            (reply) => {
+              for (let k = 0; k < places.length; k++) outcomes[places[k]!] = reply.ok ? outcomeOrError(reply.value[k]!) : refusalOutcome(reply);
+              return outcomes;
+            },
+            (error: unknown) => {
+              const outcome = errorOutcome(error);
+              for (const place of places) outcomes[place] = outcome;
+              return outcomes;
+            },
+          );
     slices.push(answered);
     const sent = to - from;
     from = to;
