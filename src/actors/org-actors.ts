@@ -4,6 +4,7 @@ import type { LedgerCommand, NotOwner, OrgReply } from '../bus/messages.js';
 import { OrgLedgerActor, type OrgActorOptions } from './org-ledger-actor.js';
 import { DAMAGED, damagedRefusal, LedgerDamagedError, OrgRecovery, type WriterSnapshot } from './org-recovery.js';
 import { ensureError, VigilError } from '../errors.js';
+import { RepeatedFailure } from '../repeated-failure.js';
 
 /**
  * Owns the org writers of this node and routes every command to its org's actor. At start-up the
@@ -17,6 +18,8 @@ export class OrgActors {
   private replaying: Map<string, OrgRecovery> | null;
   /** Orgs whose ledger has a row that cannot be read, with its seq: their writes are refused. */
   private readonly damaged = new Map<string, number>();
+  /** Orgs whose writer failed to start, since it last started: what the log has said of it. */
+  private readonly startFailures = new Map<string, RepeatedFailure>();
 
   constructor(
     private readonly log: LedgerLog,
@@ -111,12 +114,17 @@ export class OrgActors {
     const promise = OrgLedgerActor.start(org, this.log, this.options).then(
       (actor) => {
         this.actors.set(org, actor);
+        const failures = this.startFailures.get(org)?.clear() ?? 0;
+        this.startFailures.delete(org);
+        if (failures > 0) this.options.log.info({ org, failures }, 'writer started after failed starts');
         return actor;
       },
       (error: unknown) => {
         this.actors.delete(org);
         if (error instanceof LedgerDamagedError) {
           this.markDamaged(org, error.seq);
+        } else {
+          this.startFailed(org, error);
         }
         // Reading the org's ledger failed (cluster mode: the stream did not answer): nothing was
         // decided, and the next command tries again.
@@ -126,6 +134,17 @@ export class OrgActors {
     );
     this.actors.set(org, promise);
     return promise;
+  }
+
+  /** Each command retries a failed start: the first failure, each new reason and every 30th are logged. */
+  private startFailed(org: string, error: unknown): void {
+    let failed = this.startFailures.get(org);
+    if (failed === undefined) {
+      failed = new RepeatedFailure();
+      this.startFailures.set(org, failed);
+    }
+    const err = ensureError(error);
+    if (failed.note(err.message)) this.options.log.warn({ org, failures: failed.failures, err }, 'writer could not start: reading its ledger failed; the next command tries again');
   }
 }
 

@@ -3,6 +3,7 @@ import type { NotOwner, LedgerCommand, OrgReply } from '../bus/messages.js';
 import { GENESIS_HASH, type LedgerRow } from '../domain/ledger.js';
 import { emptyOrgState, NO_LIMITS, type OrgState } from '../domain/org-state.js';
 import { ensureError } from '../errors.js';
+import { RepeatedFailure } from '../repeated-failure.js';
 import { settlesWithin } from '../time-bound.js';
 import { DAMAGED, damagedRefusal, LedgerDamagedError, OrgRecovery, writerSnapshot, type WriterSnapshot } from './org-recovery.js';
 import { decideBatch, PLANNING_FAILED, type Queued } from './decide-batch.js';
@@ -66,6 +67,8 @@ export class OrgLedgerActor {
   /** A pump is scheduled for the end of this event-loop turn. */
   private scheduled = false;
   private snapshotWaiters: ((snapshot: WriterSnapshot) => void)[] = [];
+  /** Recoveries that failed in a row (retried every second): logged the first, on a new reason, and every 30th. */
+  private readonly healFailures = new RepeatedFailure();
   private readonly maxInflight: number;
   private readonly maxBatch: number;
   /** On a log with pipelined appends: the fence an append will return, known before it is made. */
@@ -257,6 +260,8 @@ export class OrgLedgerActor {
       if (landed.length > 0) await this.stored(landed);
       this.broken = false;
       this.stale = false;
+      const failures = this.healFailures.clear();
+      if (failures > 0) this.options.log.info({ org: this.org, failures }, 'recovered after failed recoveries');
     } catch (error) {
       const waiting = this.queue;
       this.queue = [];
@@ -267,7 +272,8 @@ export class OrgLedgerActor {
         for (const pending of waiting) pending.resolve(this.damaged);
         return;
       }
-      this.options.log.error({ org: this.org, err: ensureError(error) }, 'recovery failed');
+      const err = ensureError(error);
+      if (this.healFailures.note(err.message)) this.options.log.error({ org: this.org, failures: this.healFailures.failures, err }, 'recovery failed');
       for (const pending of waiting) pending.resolve(UNAVAILABLE);
       // Stay broken and try again in a second; commands that arrive meanwhile wait.
       this.tail = this.tail.then(() => new Promise((resolve) => setTimeout(resolve, 1000))).then(() => this.heal());

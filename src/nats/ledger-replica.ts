@@ -5,6 +5,7 @@ import { GENESIS_HASH } from '../domain/ledger.js';
 import type { Database } from 'lmdb';
 import { ensureError, VigilError } from '../errors.js';
 import type { Logger } from '../log.js';
+import { RepeatedFailure } from '../repeated-failure.js';
 import { within } from '../time-bound.js';
 import type { LmdbLedger } from '../store/lmdb-ledger.js';
 import type { LmdbLedgerLog } from '../store/lmdb-ledger-log.js';
@@ -149,6 +150,8 @@ export class LedgerReplica {
   }
 
   private async reread(org: string): Promise<void> {
+    const began = Date.now();
+    const failed = new RepeatedFailure();
     for (let attempt = 0; !this.closed; attempt++) {
       try {
         // Appends of the org launched before the gap was seen settle first.
@@ -175,14 +178,15 @@ export class LedgerReplica {
         if (end.seq > tail.seq) throw new Error(`the stream holds org ${org}'s rows through ${end.seq}, read through ${tail.seq}`);
         const held = this.repairing.get(org) ?? [];
         this.repairing.delete(org);
-        this.options.log.info({ org, seq: tail.seq }, 'ledger replica: the org is whole again');
+        this.options.log.info({ org, seq: tail.seq, failures: failed.clear(), ms: Date.now() - began }, 'ledger replica: the org is whole again');
         // Not the watermark: the feed has not brought other orgs' batches up to here.
         if (Math.max(fence, end.streamSeq) > 0) this.landed(org, Math.max(fence, end.streamSeq), false);
         for (const batch of held) this.onBatch(batch);
         return;
       } catch (error) {
-        // Once, then every half minute: a stream that lacks the rows (NATS lost them) fails every time.
-        if (attempt % 30 === 0) this.options.log.warn({ org, attempt, err: ensureError(error) }, 'ledger replica: re-reading the org failed; retrying every second');
+        // The first, each new reason, then every half minute: a stream that lacks the rows (NATS lost them) fails every time.
+        const err = ensureError(error);
+        if (failed.note(err.message)) this.options.log.warn({ org, attempt, err }, 'ledger replica: re-reading the org failed; retrying every second');
         // The first retry, from the stream's start, at once; then every second.
         if (attempt > 0) await new Promise((resolve) => setTimeout(resolve, REPAIR_RETRY_MS));
       }

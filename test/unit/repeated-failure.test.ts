@@ -1,0 +1,20 @@
+import { describe, expect, it } from 'vitest';
+import { RepeatedFailure } from '../../src/repeated-failure.js';
+
+describe('RepeatedFailure', () => {
+  it('logs the first failure, each new reason (numbers aside), and every 30th of the same', () => {
+    const failed = new RepeatedFailure();
+    const logged = (message: string): boolean => failed.note(message);
+    expect(logged('timeout')).toBe(true);
+    expect(logged('timeout')).toBe(false);
+    expect(logged('the stream holds rows through 12, read through 10')).toBe(true);
+    expect(logged('the stream holds rows through 13, read through 11')).toBe(false);
+    expect(logged('timeout')).toBe(true);
+    const quiet = Array.from({ length: 25 }, () => logged('timeout'));
+    expect(quiet.every((l) => !l)).toBe(true);
+    expect(failed.failures).toBe(30);
+    expect(logged('timeout')).toBe(true); // the 31st: every 30th
+    expect(failed.clear()).toBe(31);
+    expect(logged('timeout')).toBe(true); // a new streak starts with a line
+  });
+});
