@@ -138,7 +138,7 @@ export class OrgLedgerActor {
         this.options.log.error({ org: this.org, err: ensureError(error) }, 'batch refused: launching it failed');
         for (const pending of batch) pending.resolve(PLANNING_FAILED);
         this.stale = true;
-        if (this.inflight === 0) this.tail = this.tail.then(() => this.heal()).then(() => this.pump());
+        if (this.inflight === 0) this.tail = this.tail.then(() => this.heal()).then(() => this.resume());
         return;
       }
     }
@@ -214,9 +214,14 @@ export class OrgLedgerActor {
           this.snapshotWaiters.push(...waiters);
         }
         if ((this.broken || this.stale) && this.inflight === 0) await this.heal();
-        if (this.inflight === 0 && this.snapshotWaiters.length > 0) this.resolveSnapshotWaiters();
-        this.pump();
+        this.resume();
       });
+  }
+
+  /** After a batch settled or a recovery: checkpoints waiting get the state, and waiting commands go. */
+  private resume(): void {
+    if (this.inflight === 0 && this.snapshotWaiters.length > 0) this.resolveSnapshotWaiters();
+    this.pump();
   }
 
   /** Waits for what afterAppend stores because of these rows; its failure is only logged. */
@@ -275,8 +280,12 @@ export class OrgLedgerActor {
       const err = ensureError(error);
       if (this.healFailures.note(err.message)) this.options.log.error({ org: this.org, failures: this.healFailures.failures, err }, 'recovery failed');
       for (const pending of waiting) pending.resolve(UNAVAILABLE);
-      // Stay broken and try again in a second; commands that arrive meanwhile wait.
-      this.tail = this.tail.then(() => new Promise((resolve) => setTimeout(resolve, 1000))).then(() => this.heal());
+      // Stay broken and try again in a second; commands that arrive meanwhile wait, and are
+      // launched as soon as a retry heals (nothing else would: a submit pumps only as it comes).
+      this.tail = this.tail
+        .then(() => new Promise((resolve) => setTimeout(resolve, 1000)))
+        .then(() => this.heal())
+        .then(() => this.resume());
     }
   }
 
