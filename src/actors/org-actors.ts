@@ -136,11 +136,11 @@ export class OrgActors {
     return promise;
   }
 
-  /** Each command retries a failed start: the first failure, each new reason and every 30th are logged. */
+  /** Each command retries a failed start: the first failure, each new reason, and every 30th at most every 30 s are logged. */
   private startFailed(org: string, error: unknown): void {
     let failed = this.startFailures.get(org);
     if (failed === undefined) {
-      failed = new RepeatedFailure();
+      failed = new RepeatedFailure(30, WRITER_START_REPEAT_MS);
       this.startFailures.set(org, failed);
     }
     const err = ensureError(error);
@@ -149,6 +149,8 @@ export class OrgActors {
 }
 
 const SNAPSHOT_WAIT_MS = 5_000;
+/** A writer start failing the same way is logged again at most this often (each command retries it). */
+const WRITER_START_REPEAT_MS = 30_000;
 
 function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T | null> {
   return new Promise((resolve) => {

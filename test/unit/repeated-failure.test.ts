@@ -18,3 +18,16 @@ describe('RepeatedFailure', () => {
     expect(logged('timeout')).toBe(true); // a new streak starts with a line
   });
 });
+
+describe('RepeatedFailure with a least time apart', () => {
+  it('logs a repeat only once that long has passed since the last line, and a new reason at once', () => {
+    let now = 0;
+    const failed = new RepeatedFailure(2, 1000, () => now);
+    expect(failed.note('timeout')).toBe(true);
+    const soon = [failed.note('timeout'), failed.note('timeout'), failed.note('timeout')];
+    expect(soon).toEqual([false, false, false]); // the 3rd is an every-2nd, but too soon
+    now = 1000;
+    expect(failed.note('timeout')).toBe(true);
+    expect(failed.note('no responders')).toBe(true);
+  });
+});
