@@ -158,6 +158,8 @@ export class LedgerReplica {
     // org read from the start is thousands of gets, and one failing must not start them over.
     let after = this.applied.get(org) ?? 0;
     let fromStart = after === 0;
+    // A consumer may sit on a server that has not caught up: what it hands is judged by the leader's gets.
+    let byConsumer = true;
     for (let attempt = 0; !this.closed; attempt++) {
       let again = false;
       const reached = after;
@@ -166,11 +168,17 @@ export class LedgerReplica {
         await this.tail;
         let tail = this.tailOf(org);
         // From the start: through a consumer, a thousand batches a fetch, not one get per batch.
-        const batches = after === 0 ? this.stream.readWhole(org, tail.seq + 1) : this.stream.readAfter(org, tail.seq + 1, after);
+        const consumer = after === 0 && byConsumer;
+        const batches = consumer ? this.stream.readWhole(org, tail.seq + 1) : this.stream.readAfter(org, tail.seq + 1, after);
         for await (const batch of batches) {
           const newer = batch.rows.filter((row) => row.seq > tail.seq);
           if (newer.length > 0) {
             const broken = misfit(tail, newer[0]!);
+            if (broken !== null && consumer) {
+              again = true;
+              byConsumer = false;
+              throw new Error(`the stream's consumer: ${broken}; asking the stream leader`);
+            }
             if (broken !== null && newer[0]!.seq === tail.seq + 1) return this.diverged(org, tail.seq, broken);
             if (broken !== null) {
               // Rows missing after the hint: the batch holding them is at or before it.
