@@ -23,7 +23,7 @@ const CUT_MS = 6_000;
 /**
  * How long after NATS is healthy again every org must acknowledge a write (leases taken over, a
  * writer healed, or one recovering from the stream): at most 13.5 s was seen here since the
- * writer and replica fixes of issue 30, in three runs (the lease takeover alone waits 5/4 of a lease
+ * writer and replica fixes of issue 30, in four runs (the lease takeover alone waits 5/4 of a lease
  * after the last renewal it saw). VIGIL_LIVENESS_WRITES_AGAIN_MS overrides it (to see it fail).
  */
 const WRITES_AGAIN_MS = Number(process.env.VIGIL_LIVENESS_WRITES_AGAIN_MS ?? 30_000);
