@@ -4,6 +4,7 @@ import type { NotOwner, OrgReply, WriterCommand } from '../bus/messages.js';
 import { OrgLedgerActor, type OrgActorOptions } from './org-ledger-actor.js';
 import { DAMAGED, damagedRefusal, LedgerDamagedError, OrgRecovery, type WriterSnapshot } from './org-recovery.js';
 import { ensureError, VigilError } from '../errors.js';
+import { RepeatedFailure } from '../repeated-failure.js';
 
 /**
  * Owns the org writers of this node and routes every command to its org's actor. At start-up the
@@ -17,6 +18,8 @@ export class OrgActors {
   private replaying: Map<string, OrgRecovery> | null;
   /** Orgs whose ledger has a row that cannot be read, with its seq: their writes are refused. */
   private readonly damaged = new Map<string, number>();
+  /** Orgs whose writer failed to start, since it last started: what the log has said of it. */
+  private readonly startFailures = new Map<string, RepeatedFailure>();
 
   constructor(
     private readonly log: LedgerLog,
@@ -113,12 +116,17 @@ export class OrgActors {
     const promise = OrgLedgerActor.start(org, this.log, this.options).then(
       (actor) => {
         this.actors.set(org, actor);
+        const failures = this.startFailures.get(org)?.clear() ?? 0;
+        this.startFailures.delete(org);
+        if (failures > 0) this.options.log.info({ org, failures }, 'writer started after failed starts');
         return actor;
       },
       (error: unknown) => {
         this.actors.delete(org);
         if (error instanceof LedgerDamagedError) {
           this.markDamaged(org, error.seq);
+        } else {
+          this.startFailed(org, error);
         }
         // Reading the org's ledger failed (cluster mode: the stream did not answer): nothing was
         // decided, and the next command tries again.
@@ -129,9 +137,22 @@ export class OrgActors {
     this.actors.set(org, promise);
     return promise;
   }
+
+  /** Each command retries a failed start: the first failure, each new reason, and every 30th at most every 30 s are logged. */
+  private startFailed(org: string, error: unknown): void {
+    let failed = this.startFailures.get(org);
+    if (failed === undefined) {
+      failed = new RepeatedFailure(30, WRITER_START_REPEAT_MS);
+      this.startFailures.set(org, failed);
+    }
+    const err = ensureError(error);
+    if (failed.note(err.message)) this.options.log.warn({ org, failures: failed.failures, err }, 'writer could not start: reading its ledger failed; the next command tries again');
+  }
 }
 
 const SNAPSHOT_WAIT_MS = 5_000;
+/** A writer start failing the same way is logged again at most this often (each command retries it). */
+const WRITER_START_REPEAT_MS = 30_000;
 
 function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T | null> {
   return new Promise((resolve) => {

@@ -3,6 +3,7 @@ import type { EventsIngestCommand, LedgerCommand, NotOwner, OrgReply, ReplyTo } 
 import { GENESIS_HASH, type LedgerRow } from '../domain/ledger.js';
 import { emptyOrgState, NO_LIMITS, type OrgState, type Refusal } from '../domain/org-state.js';
 import { ensureError } from '../errors.js';
+import { RepeatedFailure } from '../repeated-failure.js';
 import { settlesWithin } from '../time-bound.js';
 import { DAMAGED, damagedRefusal, LedgerDamagedError, OrgRecovery, writerSnapshot, type WriterSnapshot } from './org-recovery.js';
 import { decideBatch, PLANNING_FAILED, type Queued } from './decide-batch.js';
@@ -75,6 +76,8 @@ export class OrgLedgerActor {
   /** A pump is scheduled for the end of this event-loop turn. */
   private scheduled = false;
   private snapshotWaiters: ((snapshot: WriterSnapshot) => void)[] = [];
+  /** Recoveries that failed in a row (retried every second): logged the first, on a new reason, and every 30th. */
+  private readonly healFailures = new RepeatedFailure();
   private readonly maxInflight: number;
   private readonly maxBatch: number;
   /** On a log with pipelined appends: the fence an append will return, known before it is made. */
@@ -173,7 +176,7 @@ export class OrgLedgerActor {
         this.options.log.error({ org: this.org, err: ensureError(error) }, 'batch refused: launching it failed');
         for (const pending of batch) pending.resolve(PLANNING_FAILED);
         this.stale = true;
-        if (this.inflight === 0) this.tail = this.tail.then(() => this.heal()).then(() => this.pump());
+        if (this.inflight === 0) this.tail = this.tail.then(() => this.heal()).then(() => this.resume());
         return;
       }
     }
@@ -249,10 +252,15 @@ export class OrgLedgerActor {
           this.snapshotWaiters.push(...waiters);
         }
         if ((this.broken || this.stale) && this.inflight === 0) await this.heal();
-        if (this.inflight === 0 && this.snapshotWaiters.length > 0) this.resolveSnapshotWaiters();
-        this.pump();
-        if (this.depth === 0) this.options.share?.set(this.org, false);
+        this.resume();
       });
+  }
+
+  /** After a batch settled or a recovery: checkpoints waiting get the state, and waiting commands go. */
+  private resume(): void {
+    if (this.inflight === 0 && this.snapshotWaiters.length > 0) this.resolveSnapshotWaiters();
+    this.pump();
+    if (this.depth === 0) this.options.share?.set(this.org, false);
   }
 
   /** Waits for what afterAppend stores because of these rows; its failure is only logged. */
@@ -296,6 +304,8 @@ export class OrgLedgerActor {
       if (landed.length > 0) await this.stored(landed);
       this.broken = false;
       this.stale = false;
+      const failures = this.healFailures.clear();
+      if (failures > 0) this.options.log.info({ org: this.org, failures }, 'recovered after failed recoveries');
     } catch (error) {
       const waiting = this.queue;
       this.queue = [];
@@ -306,10 +316,15 @@ export class OrgLedgerActor {
         for (const pending of waiting) pending.resolve(this.damaged);
         return;
       }
-      this.options.log.error({ org: this.org, err: ensureError(error) }, 'recovery failed');
+      const err = ensureError(error);
+      if (this.healFailures.note(err.message)) this.options.log.error({ org: this.org, failures: this.healFailures.failures, err }, 'recovery failed');
       for (const pending of waiting) pending.resolve(UNAVAILABLE);
-      // Stay broken and try again in a second; commands that arrive meanwhile wait.
-      this.tail = this.tail.then(() => new Promise((resolve) => setTimeout(resolve, 1000))).then(() => this.heal());
+      // Stay broken and try again in a second; commands that arrive meanwhile wait, and are
+      // launched as soon as a retry heals (nothing else would: a submit pumps only as it comes).
+      this.tail = this.tail
+        .then(() => new Promise((resolve) => setTimeout(resolve, 1000)))
+        .then(() => this.heal())
+        .then(() => this.resume());
     }
   }
 

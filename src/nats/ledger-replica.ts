@@ -5,6 +5,7 @@ import { GENESIS_HASH } from '../domain/ledger.js';
 import type { Database } from 'lmdb';
 import { ensureError, VigilError } from '../errors.js';
 import type { Logger } from '../log.js';
+import { RepeatedFailure } from '../repeated-failure.js';
 import { within } from '../time-bound.js';
 import type { LmdbLedger } from '../store/lmdb-ledger.js';
 import type { LmdbLedgerLog } from '../store/lmdb-ledger-log.js';
@@ -149,42 +150,72 @@ export class LedgerReplica {
   }
 
   private async reread(org: string): Promise<void> {
+    const began = Date.now();
+    const failed = new RepeatedFailure();
+    // The stream sequence the read goes on after: first the org's last batch applied here (a
+    // hint), and once the hint proved past what is missing, the stream's start. A try that fails
+    // midway (a request unanswered) leaves what it read here, and the next goes on after it: an
+    // org read from the start is thousands of gets, and one failing must not start them over.
+    let after = this.applied.get(org) ?? 0;
+    let fromStart = after === 0;
+    // A consumer may sit on a server that has not caught up: what it hands is judged by the leader's gets.
+    let byConsumer = true;
     for (let attempt = 0; !this.closed; attempt++) {
+      let again = false;
+      const reached = after;
       try {
         // Appends of the org launched before the gap was seen settle first.
         await this.tail;
         let tail = this.tailOf(org);
-        let fence = 0;
-        // After the org's last batch applied here, or (a second try) from the stream's start.
-        for await (const batch of this.stream.readAfter(org, tail.seq + 1, attempt === 0 ? (this.applied.get(org) ?? 0) : 0)) {
+        // From the start: through a consumer, a thousand batches a fetch, not one get per batch.
+        const consumer = after === 0 && byConsumer;
+        const batches = consumer ? this.stream.readWhole(org, tail.seq + 1) : this.stream.readAfter(org, tail.seq + 1, after);
+        for await (const batch of batches) {
           const newer = batch.rows.filter((row) => row.seq > tail.seq);
           if (newer.length > 0) {
             const broken = misfit(tail, newer[0]!);
+            if (broken !== null && consumer) {
+              again = true;
+              byConsumer = false;
+              throw new Error(`the stream's consumer: ${broken}; asking the stream leader`);
+            }
             if (broken !== null && newer[0]!.seq === tail.seq + 1) return this.diverged(org, tail.seq, broken);
-            if (broken !== null) throw new Error(`the stream leader: ${broken}`);
+            if (broken !== null) {
+              // Rows missing after the hint: the batch holding them is at or before it.
+              again = !fromStart;
+              if (again) after = 0;
+              fromStart = true;
+              throw new Error(`the stream: ${broken}`);
+            }
             if (!this.handed.has(org)) this.handed.set(org, tail.seq);
             const outcome = await this.local.append(org, newer, tail.seq);
             if (!outcome.ok) throw new Error(`the local replica of org ${org} does not continue at seq ${newer[0]!.seq}`);
             tail = tailAt(newer[newer.length - 1]!);
             this.handed.set(org, tail.seq);
           }
-          fence = batch.fence;
+          after = batch.fence;
         }
-        // The hint (the org's last batch applied here) may be past what is missing: then read from the start.
         const end = await this.lastStreamBatch(org);
-        if (end.seq > tail.seq) throw new Error(`the stream holds org ${org}'s rows through ${end.seq}, read through ${tail.seq}`);
+        if (end.seq > tail.seq) {
+          // The hint (the org's last batch applied here) was past what is missing: from the start,
+          // at once. Or the org's writer appended meanwhile: on at once, as long as each try reads more.
+          again = !fromStart || after > reached;
+          if (!fromStart) after = 0;
+          fromStart = true;
+          throw new Error(`the stream holds org ${org}'s rows through ${end.seq}, read through ${tail.seq}`);
+        }
         const held = this.repairing.get(org) ?? [];
         this.repairing.delete(org);
-        this.options.log.info({ org, seq: tail.seq }, 'ledger replica: the org is whole again');
+        this.options.log.info({ org, seq: tail.seq, failures: failed.clear(), ms: Date.now() - began }, 'ledger replica: the org is whole again');
         // Not the watermark: the feed has not brought other orgs' batches up to here.
-        if (Math.max(fence, end.streamSeq) > 0) this.landed(org, Math.max(fence, end.streamSeq), false);
+        if (Math.max(after, end.streamSeq) > 0) this.landed(org, Math.max(after, end.streamSeq), false);
         for (const batch of held) this.onBatch(batch);
         return;
       } catch (error) {
-        // Once, then every half minute: a stream that lacks the rows (NATS lost them) fails every time.
-        if (attempt % 30 === 0) this.options.log.warn({ org, attempt, err: ensureError(error) }, 'ledger replica: re-reading the org failed; retrying every second');
-        // The first retry, from the stream's start, at once; then every second.
-        if (attempt > 0) await new Promise((resolve) => setTimeout(resolve, REPAIR_RETRY_MS));
+        // The first, each new reason, then every half minute: a stream that lacks the rows (NATS lost them) fails every time.
+        const err = ensureError(error);
+        if (failed.note(err.message)) this.options.log.warn({ org, attempt, err }, 'ledger replica: re-reading the org failed; retrying every second');
+        if (!again) await new Promise((resolve) => setTimeout(resolve, REPAIR_RETRY_MS));
       }
     }
   }

@@ -1,6 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import type { NatsConnection } from '@nats-io/transport-node';
+import { ensureError } from '../errors.js';
 import type { Logger } from '../log.js';
+import { RepeatedFailure } from '../repeated-failure.js';
 import { LeaseBook, type Lease, type OwnershipChange } from './lease-book.js';
 import { LeaseBucket, type LeaseWrite } from './lease-bucket.js';
 import { fairShare, preferenceOrder } from './lease-plan.js';
@@ -86,9 +88,9 @@ export class PartitionLeases {
   private announced = false;
   /** Rounds in a row whose view was behind. */
   private behind = 0;
-  /** Errors of NATS requests in the current round; whether the last round had any. */
+  /** Errors of NATS requests in the current round; the rounds in a row that had some. */
   private errors: unknown[] = [];
-  private failing = false;
+  private readonly failing = new RepeatedFailure();
 
   private constructor(
     private readonly bucket: LeaseBucket,
@@ -326,13 +328,14 @@ export class PartitionLeases {
     return written;
   }
 
+  /** Rounds with failed requests: the first, a new reason, every 30th (10 leases at most apart), and the end of it. */
   private reportErrors(): void {
-    if (this.errors.length > 0 && !this.failing) {
-      this.options.log.warn({ err: this.errors[0], count: this.errors.length }, 'partition leases: NATS requests failing; leases lapse if this lasts');
-    } else if (this.errors.length === 0 && this.failing) {
-      this.options.log.info('partition leases: NATS requests succeed again');
+    if (this.errors.length > 0) {
+      const err = ensureError(this.errors[0]);
+      if (this.failing.note(err.message)) this.options.log.warn({ err, count: this.errors.length, rounds: this.failing.failures }, 'partition leases: NATS requests failing; leases lapse if this lasts');
+    } else if (this.failing.failures > 0) {
+      this.options.log.info({ rounds: this.failing.clear() }, 'partition leases: NATS requests succeed again');
     }
-    this.failing = this.errors.length > 0;
   }
 
   private value(): string {

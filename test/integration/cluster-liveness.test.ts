@@ -11,19 +11,22 @@ import { ADMIN_KEY, ORG, removeDir, runCli, spawnServer, tempDir, type ServerPro
  * (issue 30): 3 nats-servers whose routes go through proxies this test cuts, 2 Vigil nodes under
  * load on several orgs. Each round cuts the ledger stream's leader off for longer than every
  * NATS timeout, then heals it. Every request must be answered (200, or 503 with Retry-After)
- * within the documented deadline. How long each org then takes to write again is reported, not
- * asserted: in about one run of four an org still takes no write for a minute after NATS is
- * healthy (its replica trailing on both nodes), an open gap of issue 30 the report names.
+ * within the documented deadline, and every org must write again within WRITES_AGAIN_MS of NATS
+ * being healthy (the ledger stream and the lease bucket's each with a leader and current
+ * replicas: what NATS takes to get there is its own, and was up to 36 s). How long each org took
+ * is reported per round, with the refusals of an org that took more than 10 s.
  */
 const run = natsAvailable('cluster liveness') ? describe : describe.skip;
 
 const ROUNDS = Number(process.env.VIGIL_LIVENESS_ROUNDS ?? 10);
 const CUT_MS = 6_000;
 /**
- * How long a round waits, from NATS healthy again, for every org to acknowledge a write (leases
- * taken over, a writer healed, or one recovering from the stream): up to 30 s was seen here.
+ * How long after NATS is healthy again every org must acknowledge a write (leases taken over, a
+ * writer healed, or one recovering from the stream): at most 13.5 s was seen here since the
+ * writer and replica fixes of issue 30, in four runs (the lease takeover alone waits 5/4 of a lease
+ * after the last renewal it saw). VIGIL_LIVENESS_WRITES_AGAIN_MS overrides it (to see it fail).
  */
-const WRITES_AGAIN_MS = 60_000;
+const WRITES_AGAIN_MS = Number(process.env.VIGIL_LIVENESS_WRITES_AGAIN_MS ?? 30_000);
 /** The documented bound on any request's answer in cluster mode (README, Cluster mode). */
 const DEADLINE_MS = 6_000;
 /** What a loaded CI box may add to it before we call a request unanswered. */
@@ -97,6 +100,9 @@ run('cluster liveness through a NATS server cut off', () => {
   afterAll(async () => {
     stopped = true;
     await Promise.all(loops);
+    // Every run's node logs, not only a failed round's: what a slow round held can be read after.
+    const dump = process.env.VIGIL_LIVENESS_LOGS;
+    if (dump !== undefined) for (const [i, n] of nodes.entries()) writeFileSync(`${dump}/node-${'ab'[i]}.log`, n.output());
     for (const n of nodes) {
       n.child.kill('SIGKILL');
       await n.exited;
@@ -105,26 +111,27 @@ run('cluster liveness through a NATS server cut off', () => {
     for (const dir of dirs) removeDir(dir);
   }, 60_000);
 
-  /** The ledger stream's leader, once it has one and every replica is current (the cluster healed). */
-  const ledgerLeader = async (): Promise<number> => {
+  /** A stream's leader, once it has one and every replica is current (the cluster healed). */
+  const healthyLeader = async (stream: string): Promise<number> => {
     const nc = await connect({ servers: nats.urls });
     try {
       const end = Date.now() + 60_000;
       for (;;) {
         try {
-          const info = await (await jetstreamManager(nc, { timeout: 2000 })).streams.info('VIGIL_LEDGER');
+          const info = await (await jetstreamManager(nc, { timeout: 2000 })).streams.info(stream);
           const leader = nats.names.indexOf(info.cluster?.leader ?? '');
           if (leader >= 0 && (info.cluster?.replicas ?? []).length === 2 && info.cluster!.replicas!.every((r) => r.current)) return leader;
         } catch (error) {
           if (Date.now() > end) throw error;
         }
-        if (Date.now() > end) throw new Error('the ledger stream did not heal');
+        if (Date.now() > end) throw new Error(`stream ${stream} did not heal`);
         await new Promise((r) => setTimeout(r, 250));
       }
     } finally {
       await nc.close();
     }
   };
+  const ledgerLeader = (): Promise<number> => healthyLeader('VIGIL_LEDGER');
 
   /** What a failed round leaves to read: each node's log (and, with VIGIL_LIVENESS_LOGS, the stuck orgs' stream messages). */
   const dumpState = async (stuck: string[]): Promise<void> => {
@@ -156,9 +163,10 @@ run('cluster liveness through a NATS server cut off', () => {
     await nc.close();
   };
 
-  const acksSince = (org: string, t: number): number => answers.filter((a) => a.org === org && a.at >= t && a.status === 200).length;
+  /** Writes of the org acknowledged from `t` on (by when the answer came, not when the request went). */
+  const acksSince = (org: string, t: number): number => answers.filter((a) => a.org === org && a.at + a.ms >= t && a.status === 200).length;
 
-  it(`every request is answered within ${DEADLINE_MS} ms through ${ROUNDS} cuts of the ledger leader (and how long orgs take to write again is reported)`, async () => {
+  it(`every request is answered within ${DEADLINE_MS} ms through ${ROUNDS} cuts of the ledger leader, and every org writes again within ${WRITES_AGAIN_MS} ms of NATS being healthy`, async () => {
     const report: string[] = [];
     const gaps: number[] = [];
     let stuckRounds = 0;
@@ -174,6 +182,9 @@ run('cluster liveness through a NATS server cut off', () => {
       // NATS's own recovery (a stream leader again, every replica current) is not Vigil's to
       // bound; from then on every org must take writes again (through either node) within a bound.
       await ledgerLeader();
+      const ledgerAt = Date.now();
+      // Writes need an owner too: the lease bucket's stream recovers on its own, at times 10-20 s later.
+      await healthyLeader('KV_vigil_leases');
       const healthyAt = Date.now();
       const deadline = healthyAt + WRITES_AGAIN_MS;
       // An org found stuck in an earlier round is not waited for again (the report has it).
@@ -183,11 +194,12 @@ run('cluster liveness through a NATS server cut off', () => {
       for (const org of stuck) wedged.add(org);
       const window = answers.filter((a) => a.at >= cutAt);
       const worst = Math.max(...window.map((a) => a.ms));
-      const back = ORGS.map((org) => (answers.find((a) => a.org === org && a.at >= healthyAt && a.status === 200)?.at ?? NaN) - healthyAt);
+      const back = ORGS.map((org) => Math.min(...answers.filter((a) => a.org === org && a.at + a.ms >= healthyAt && a.status === 200).map((a) => a.at + a.ms)) - healthyAt);
       // The longest an org went without an acknowledged write, from the last one before the cut.
       const unwritable = Math.max(...ORGS.map((org) => longestGap(answers.filter((a) => a.org === org && a.status === 200 && a.at + a.ms >= cutAt - 5_000).map((a) => a.at + a.ms))));
       gaps.push(unwritable);
-      report.push(`round ${round + 1}: leader n${leader} cut ${CUT_MS} ms; NATS healthy ${healthyAt - healedAt} ms after the heal; ${window.length} requests, slowest answer ${worst} ms; longest without a write ${unwritable} ms; every org writes again ${back.join('/')} ms after that${stuck.length > 0 ? `; STUCK ${stuck.join(',')}` : ''}`);
+      report.push(`round ${round + 1}: leader n${leader} cut ${CUT_MS} ms; NATS healthy ${healthyAt - healedAt} ms after the heal (the ledger stream ${ledgerAt - healedAt} ms); ${window.length} requests, slowest answer ${worst} ms; longest without a write ${unwritable} ms; every org writes again ${back.join('/')} ms after that${stuck.length > 0 ? `; STUCK ${stuck.join(',')}` : ''}`);
+      for (const [i, org] of ORGS.entries()) if (!(back[i]! <= SLOW_MS)) report.push(`  ${org} held by: ${heldBy(answers, org, healthyAt, nodes.map((n) => n.url))}`);
       if (stuck.length > 0) await dumpState(stuck);
       stuckRounds += stuck.length > 0 ? 1 : 0;
     }
@@ -197,8 +209,26 @@ run('cluster liveness through a NATS server cut off', () => {
     const bad = answers.filter((a) => a.status !== 'none' && a.status !== 200 && !(a.status === 503 && Number(a.retryAfter) >= 1));
     expect(late.slice(0, 10), 'requests not answered within the deadline').toEqual([]);
     expect(bad.slice(0, 10), 'answers other than 200 or 503 with Retry-After').toEqual([]);
+    expect([...wedged], `orgs not writing again within ${WRITES_AGAIN_MS} ms of NATS being healthy`).toEqual([]);
   }, 30 * 60_000);
 });
+
+/** An org not writing again this long after NATS is healthy has its refusals reported. */
+const SLOW_MS = 10_000;
+
+/** The refusals an org met from `since` to its first write, per node: each message (numbers as #), with its count and first time. */
+function heldBy(answers: Answer[], org: string, since: number, urls: string[]): string {
+  const firstWrite = Math.min(...answers.filter((a) => a.org === org && a.at + a.ms >= since && a.status === 200).map((a) => a.at + a.ms));
+  const seen = new Map<string, { count: number; first: number }>();
+  for (const a of answers) {
+    if (a.org !== org || a.at + a.ms < since || a.at + a.ms >= firstWrite) continue;
+    const key = `node ${'ab'[urls.indexOf(a.url)]} ${a.status} ${a.body.replace(/\d+/g, '#')}`;
+    const entry = seen.get(key) ?? { count: 0, first: a.at + a.ms - since };
+    entry.count++;
+    seen.set(key, entry);
+  }
+  return [...seen].map(([key, { count, first }]) => `\n    ${count}× from +${first} ms: ${key}`).join('');
+}
 
 /** The longest gap between consecutive times (ms). */
 function longestGap(times: number[]): number {

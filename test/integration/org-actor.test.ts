@@ -1,7 +1,9 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import type { LedgerLog } from '../../src/bus/ledger-log.js';
 import { ChainVerifier } from '../../src/domain/ledger.js';
+import { within } from '../../src/time-bound.js';
 import { embedded } from '../support/embedded.js';
+import { captureLogger, type LogLine } from '../support/logs.js';
 import { withAppend } from '../support/with-append.js';
 import { withWriter } from '../support/writer.js';
 import { removeDir, tempDir } from '../support/server.js';
@@ -81,6 +83,49 @@ describe('org ledger actor under append failures', () => {
     expect(next.ok && next.value.event_id).toBe(1);
     expect(store.last('o')?.seq).toBe(2);
   });
+});
+
+describe('org ledger actor whose recovery fails at first', () => {
+  it('decides the commands that waited meanwhile as soon as a retried recovery heals, with no new command to wake it', async () => {
+    const dir = tempDir('vigil-actor-');
+    const lines: LogLine[] = [];
+    let readsToFail = 0;
+    let readFailed = (): void => {};
+    const failedRead = new Promise<void>((resolve) => (readFailed = resolve));
+    const path = embedded(dir, { maxPending: 100, log: captureLogger(lines) }, (log) => {
+      let appends = 0;
+      const wrapped = withAppend(log, (org, rows, expected) => {
+        if (++appends !== 2) return log.append(org, rows, expected);
+        readsToFail = 1; // the recovery after this failure reads the ledger, and fails
+        return Promise.reject(new Error('EIO: disk on fire'));
+      });
+      return {
+        ...wrapped,
+        async *read(org, from) {
+          if (readsToFail > 0) {
+            readsToFail--;
+            readFailed();
+            throw new Error('EIO: the ledger cannot be read yet');
+          }
+          yield* log.read(org, from);
+        },
+      };
+    });
+    cleanups.push(async () => {
+      await path.close();
+      removeDir(dir);
+    });
+    await path.commands.request({ type: 'agent.register', org: 'o', agent: { agent_id: 'a', name: 'A', kind: 'production', observed: true } });
+    expect(await path.commands.request(ingest(1))).toMatchObject({ ok: false, code: 'unavailable' });
+    await failedRead;
+    await new Promise((resolve) => setImmediate(resolve));
+    // Sent while the writer is broken, and the only command: only the healing can launch it.
+    const waiting = path.commands.request(ingest(2));
+    const reply = await within(waiting, 10_000, () => 'never answered' as const);
+    expect(reply).toMatchObject({ ok: true, value: { event_id: 1 } });
+    expect(lines.filter((l) => l.msg === 'recovery failed').map((l) => l.fields?.failures)).toEqual([1]);
+    expect(lines.filter((l) => l.msg === 'recovered after failed recoveries').map((l) => l.fields?.failures)).toEqual([1]);
+  }, 20_000);
 });
 
 /** A ledger log whose chosen appends land and then report a failure, as a flush failing after the commit would. */
