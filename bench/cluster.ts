@@ -37,7 +37,7 @@ export interface ClusterResult {
 }
 
 const LEASE_SECONDS = 5;
-const PARTITIONS = 64;
+export const PARTITIONS = 64;
 
 export async function runCluster(options: MacroOptions): Promise<ClusterResult | null> {
   if (natsServerBin() === null) {
@@ -49,14 +49,14 @@ export async function runCluster(options: MacroOptions): Promise<ClusterResult |
   const nodes: StartedProcess[] = [];
   const embedded = await startVigil('sync');
   try {
-    await seedRegistry(nats.urls);
+    await seedRegistry(nats.urls, [[BENCH_ORG, BENCH_KEY]]);
     for (const name of ['bench-1', 'bench-2']) {
       const dir = mkdtempSync(join(tmpdir(), `vigil-bench-${name}-`));
       dirs.push(dir);
       nodes.push(await startNode(name, dir, nats));
     }
     const urls = nodes.map((n) => `http://127.0.0.1:${n.port}`);
-    await balanced(urls);
+    await balanced(urls, PARTITIONS);
     await seedAgent(urls);
 
     const cluster: LoadResult[] = [];
@@ -95,15 +95,17 @@ export async function runCluster(options: MacroOptions): Promise<ClusterResult |
   }
 }
 
-/** The bench org and key in the cluster's KV registry, on the scale plan (the load passes the free quota). */
-async function seedRegistry(servers: string[]): Promise<void> {
+/** Orgs and their keys in the cluster's KV registry, on the scale plan (the load passes the free quota). */
+export async function seedRegistry(servers: string[], orgs: readonly (readonly [org: string, key: string])[]): Promise<void> {
   const nc = await connect({ servers });
   try {
     const store = await KvRegistryStore.open(nc, { replicas: 3 });
     try {
       const registry = new Registry(store);
-      await registry.ensureKey(BENCH_ORG, BENCH_KEY, 'bench');
-      await registry.setPlan(BENCH_ORG, 'scale');
+      for (const [org, key] of orgs) {
+        await registry.ensureKey(org, key, 'bench');
+        await registry.setPlan(org, 'scale');
+      }
     } finally {
       await store.close();
     }
@@ -112,7 +114,8 @@ async function seedRegistry(servers: string[]): Promise<void> {
   }
 }
 
-function startNode(name: string, dir: string, nats: NatsServers): Promise<StartedProcess> {
+/** A Vigil cluster node on the bench's 64 partitions and 5 s lease. */
+export function startNode(name: string, dir: string, nats: NatsServers): Promise<StartedProcess> {
   return startProcess(
     `vigil-${name}`,
     ['--import', 'tsx', 'src/main.ts', 'serve'],
@@ -133,17 +136,31 @@ function startNode(name: string, dir: string, nats: NatsServers): Promise<Starte
 const headers = { authorization: `Bearer ${BENCH_KEY}`, 'content-type': 'application/json' };
 
 /**
- * Waits until the partitions are shared out (each node its fair share, none unowned): the second
- * node's joining moves half of the first's, and the load measures the steady cluster, not that.
+ * Waits until the partitions are shared out (none unowned, no node above its fair share): a node's
+ * joining moves partitions from the others, and the load measures the steady cluster, not that.
  */
-async function balanced(urls: string[]): Promise<void> {
+export async function balanced(urls: string[], partitions: number): Promise<void> {
   const deadline = Date.now() + 60_000;
   for (;;) {
-    const owned = await Promise.all(urls.map(async (url) => ((await (await fetch(`${url}/health`)).json()) as { partitions_owned: number[] }).partitions_owned.length));
-    if (owned.every((n) => n === Math.ceil(PARTITIONS / urls.length)) && owned.reduce((a, b) => a + b, 0) === PARTITIONS) return;
+    const owned = await partitionsOwned(urls);
+    if (isBalanced(owned, partitions)) return;
     if (Date.now() > deadline) throw new Error(`cluster bench: partitions not shared out within 60 s (owned: ${owned.join(', ')})`);
     await new Promise((r) => setTimeout(r, 200));
   }
+}
+
+/** How many partitions each node says it owns (`/health`), in node order. */
+export async function partitionsOwned(urls: string[]): Promise<number[]> {
+  return Promise.all(urls.map(async (url) => ((await (await fetch(`${url}/health`)).json()) as { partitions_owned: number[] }).partitions_owned.length));
+}
+
+/**
+ * Every partition owned and no node above ceil(partitions / nodes), the share each node keeps
+ * (src/nats/lease-plan.ts): 32 + 32 of 64 on two nodes, 22 + 22 + 20 (in some order) on three.
+ */
+export function isBalanced(owned: number[], partitions: number): boolean {
+  const share = Math.ceil(partitions / Math.max(1, owned.length));
+  return owned.reduce((a, b) => a + b, 0) === partitions && owned.every((n) => n <= share);
 }
 
 /** Registers the public bench agent through the first node, once some node owns its partition. */

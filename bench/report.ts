@@ -6,6 +6,8 @@ import type { ClusterResult } from './cluster.js';
 import type { FairnessFigures } from './fairness.js';
 import type { StreamFigures } from './stream.js';
 import type { TenantFigures } from './tenants.js';
+import type { ScaleOutFigures } from './scale-out-figures.js';
+import { scaleOutTable } from './scale-out-report.js';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
@@ -48,6 +50,8 @@ export interface BenchReport {
   tenants?: TenantFigures;
   /** A small org's latency while another floods its writer (bench/fairness.ts). */
   fairness?: FairnessFigures;
+  /** 1, 2 and 3 capped cluster nodes, and embedded at the same quota (bench/scale-out.ts). */
+  scaleOut?: ScaleOutFigures;
   /** What a reader should know to read the figures (e.g. a load generator that caps them). */
   notes?: string[];
 }
@@ -86,7 +90,7 @@ function fmtValue(v: number | string): string {
   return typeof v === 'number' ? (ok(v) ? decFormat.format(v) : 'n/a') : v;
 }
 
-interface Table {
+export interface Table {
   head: string[];
   rows: string[][];
   /** Columns to right-align (numbers). */
@@ -196,15 +200,25 @@ export function fairnessText(f: FairnessFigures): string {
   return renderText(fairnessTable(f));
 }
 
+/** The scale-out figures alone, as a terminal table (`npm run bench -- --only scale-out`). */
+export function scaleOutText(f: ScaleOutFigures): string {
+  return renderText(scaleOutTable(f));
+}
+
+/** Goals alone, as the report's goal table (for a scenario run with `--only`). */
+export function goalsText(goals: BenchReport['goals']): string {
+  return renderText(goalTable(goals));
+}
+
 /** The many-tenant figures alone, as a terminal table (`npm run bench -- --only tenants`). */
 export function tenantsText(t: TenantFigures): string {
   return renderText(tenantTable(t));
 }
 
-function goalTable(r: BenchReport): Table {
+function goalTable(goals: BenchReport['goals']): Table {
   return {
     head: ['', 'goal', 'target', 'measured'],
-    rows: r.goals.map((g) => [g.met ? '✓' : '✗', g.name, g.target, g.measured]),
+    rows: goals.map((g) => [g.met ? '✓' : '✗', g.name, g.target, g.measured]),
   };
 }
 
@@ -218,7 +232,8 @@ function sections(r: BenchReport): [string, Table][] {
     ...(r.stream === undefined ? [] : [['Streaming ingest', streamTable(r.stream)] as [string, Table]]),
     ...(r.tenants === undefined ? [] : [['Many tenants', tenantTable(r.tenants)] as [string, Table]]),
     ...(r.fairness === undefined ? [] : [['Fairness', fairnessTable(r.fairness)] as [string, Table]]),
-    ['Goals', goalTable(r)],
+    ...(r.scaleOut === undefined ? [] : [['Scale-out', scaleOutTable(r.scaleOut)] as [string, Table]]),
+    ['Goals', goalTable(r.goals)],
   ];
 }
 

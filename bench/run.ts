@@ -3,9 +3,9 @@
  * ledger at scale. Prints a table, writes bench/results/latest.json and latest.md.
  * `npm run bench -- --targets <url>,<url> [--quick]`: only the macro load, against running nodes
  * (bench/targets.ts).
- * `npm run bench -- --only fairness|tenants [--quick]`: only the fairness (bench/fairness.ts) or the
- * many-tenant (bench/tenants.ts) scenario,
- * printed, not written to bench/results.
+ * `npm run bench -- --only fairness|tenants|scale-out [--quick]`: only the fairness
+ * (bench/fairness.ts), the many-tenant (bench/tenants.ts) or the scale-out (bench/scale-out.ts)
+ * scenario, printed, not written to bench/results.
  */
 import { cpus } from 'node:os';
 import { fileURLToPath } from 'node:url';
@@ -17,7 +17,9 @@ import { median, runMacro } from './macro.js';
 import { runMicro } from './micro.js';
 import { runStream } from './stream.js';
 import { runTenants } from './tenants.js';
-import { fairnessText, printReport, tenantsText, writeReport, type BenchReport, type MacroRow, type Ratio } from './report.js';
+import { fairnessText, goalsText, printReport, scaleOutText, tenantsText, writeReport, type BenchReport, type MacroRow, type Ratio } from './report.js';
+import { runScaleOut } from './scale-out.js';
+import { scaleOutGoals } from './scale-out-figures.js';
 import { benchTargets, parseTargets } from './targets.js';
 
 const quick = process.argv.includes('--quick');
@@ -38,14 +40,23 @@ if (targets !== null) {
 
 const fairnessTiming = quick ? { rounds: 1, seconds: 3, warmupSeconds: 1, log } : { rounds: 3, seconds: 3, warmupSeconds: 1, log };
 const tenantTiming = quick ? { rounds: 1, seconds: 3, warmupSeconds: 1, connections: 64, log } : { rounds: 3, seconds: 5, warmupSeconds: 1, connections: 64, log };
+// 48 connections in all at every step: split evenly over 1, 2 and 3 nodes.
+const scaleOutTiming = quick ? { rounds: 1, seconds: 3, warmupSeconds: 1, connections: 48, log } : { rounds: 3, seconds: 8, warmupSeconds: 2, connections: 48, log };
 const only = process.argv.indexOf('--only');
 if (only !== -1) {
   const scenario = process.argv[only + 1];
-  if (scenario !== 'fairness' && scenario !== 'tenants') {
-    console.error('--only takes one scenario: fairness or tenants');
+  if (scenario !== 'fairness' && scenario !== 'tenants' && scenario !== 'scale-out') {
+    console.error('--only takes one scenario: fairness, tenants or scale-out');
     process.exit(2);
   }
   log(`Vigil bench, ${scenario} only (${quick ? 'quick' : 'full'})`);
+  if (scenario === 'scale-out') {
+    const figures = await runScaleOut(scaleOutTiming);
+    const goals = scaleOutGoals(figures);
+    log(`\n${scaleOutText(figures)}${goals.length === 0 ? '' : `\n\n${goalsText(goals)}`}`);
+    // Goals not met are figures, not failures; a request refused or lost is a failure.
+    process.exit(figures.steps.some((s) => s.errors > 0) ? 1 : 0);
+  }
   if (scenario === 'tenants') {
     const figures = await runTenants(tenantTiming);
     log(`\n${tenantsText(figures)}`);
@@ -68,6 +79,8 @@ log('many tenants…');
 const tenants = await runTenants(tenantTiming);
 log('fairness…');
 const fairness = await runFairness(fairnessTiming);
+log('scale-out…');
+const scaleOut = await runScaleOut(scaleOutTiming);
 log('cluster…');
 const cluster = await runCluster(quick ? { rounds: 1, seconds: 3, warmupSeconds: 1, connections: 64, log } : { rounds: 3, seconds: 8, warmupSeconds: 1, connections: 64, log });
 const records = quick ? 200_000 : 1_000_000;
@@ -123,6 +136,7 @@ const goals: BenchReport['goals'] = [
   { name: `${tenants.orgs} orgs vs one org, POST /events/ (same run)`, target: '≥ 0.9×', measured: `${tenants.httpRatio}×`, met: tenants.httpRatio >= 0.9 },
   { name: `${tenants.orgs} orgs vs one org, stream (same run)`, target: '≥ 0.9×', measured: `${tenants.streamRatio}×`, met: tenants.streamRatio >= 0.9 },
   fairnessGoal(fairness),
+  ...scaleOutGoals(scaleOut),
   {
     name: `inclusion proofs of random records vs the public record route${scale}`,
     target: '≥ 0.5×',
@@ -165,6 +179,7 @@ const report: BenchReport = {
   stream,
   tenants,
   fairness,
+  scaleOut,
   goals,
   notes,
 };

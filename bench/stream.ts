@@ -8,13 +8,14 @@
  * CPU is read per process over the measured window: the server's from /proc, the generators' own.
  */
 import { spawn } from 'node:child_process';
-import { readFileSync, rmSync } from 'node:fs';
+import { rmSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { natsServerBin, startNats } from '../test/support/nats.js';
 import type { JetStreamLoadResult, JetStreamLoadSpec } from './jetstream-load.js';
 import { BENCH_EVENT, BENCH_KEY, median, startVigil, type MacroOptions } from './macro.js';
 import { sleep } from './child-main.js';
 import { lmdbTarget } from './micro.js';
+import { cpuSeconds } from './proc-cpu.js';
 import type { StreamLoadResult, StreamLoadSpec } from './stream-load.js';
 
 export interface StreamFigures {
@@ -162,15 +163,4 @@ async function cpuOver(pid: number, after: number, seconds: number): Promise<num
   const t0 = performance.now();
   await sleep(seconds * 1000);
   return Math.round(((cpuSeconds(pid) - start) / ((performance.now() - t0) / 1000)) * 100) / 100;
-}
-
-/** utime + stime of a Linux process, in seconds (fields 14 and 15 of /proc/<pid>/stat, in clock ticks of 1/100 s). */
-function cpuSeconds(pid: number): number {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return (Number(fields[11]) + Number(fields[12])) / 100;
-  } catch {
-    return NaN;
-  }
 }

@@ -20,6 +20,8 @@ export interface NatsServers {
    * JetStream current with the cluster, so killing another node next leaves a quorum).
    */
   restart(i: number): Promise<void>;
+  /** The pid of each running node, in node order (null for a node stopped or killed): for the bench's CPU figures. */
+  pids(): (number | null)[];
 }
 
 const READY_MS = 30_000;
@@ -111,6 +113,7 @@ export async function startNatsConfigs(configs: readonly NatsNodeConfig[], dir: 
       await startNode(bin, nodeAt(i));
       await healthy(nodeAt(i));
     },
+    pids: () => nodes.map((n) => n.process?.pid ?? null),
   };
   try {
     await Promise.all(nodes.map((n) => startNode(bin, n)));
@@ -299,6 +302,7 @@ export async function startNatsCuttable(): Promise<CuttableNats> {
     names: layout.map((n) => n.name),
     kill: (i) => servers.kill(i),
     restart: (i) => servers.restart(i),
+    pids: () => servers.pids(),
     isolate: (i) => touching(i).forEach((p) => p.blackhole()),
     heal: (i) => touching(i).forEach((p) => p.heal()),
     async stop() {
