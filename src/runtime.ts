@@ -5,6 +5,7 @@ import { saveCheckpoints } from './actors/checkpoints.js';
 import { DeliveryActor } from './actors/delivery-actor.js';
 import { ExportLog } from './actors/export-log.js';
 import { WriterShare } from './actors/writer-share.js';
+import { KeyedReads } from './http/keyed-reads.js';
 import { IntakePacer } from './http/intake-pacer.js';
 import { OrgActors } from './actors/org-actors.js';
 import { PublicRecords } from './actors/public-records.js';
@@ -229,8 +230,10 @@ async function start(config: Config, log: Logger, options: RuntimeOptions, lock:
   // dir from before them) read the rows they lack.
   const treesStarted = performance.now();
   const treesCaughtUp = feedTrees ? trees.catchUpAll().then(() => log.info({ ms: Math.round(performance.now() - treesStarted) }, 'Merkle trees caught up with the ledger')) : null;
+  // Cluster mode: keyed reads are answered by the org's owner, as its writes are.
+  const reads = cluster === null ? undefined : new KeyedReads({ node: cluster.config.node, owns: (org) => cluster.owns(org), caughtUp: (org) => cluster.caughtUp(org), commands, registry, log });
   if (cluster === null) commands.serve(ownerHandler(actors, deliveries), { owns: () => true });
-  else cluster.serve(actors, deliveries);
+  else cluster.serve(actors, deliveries, reads);
   // Checkpoints now and then bound the replay after a crash; a clean stop saves them too.
   let saved = new Map<string, number>();
   let saving: Promise<unknown> = Promise.resolve();
@@ -289,6 +292,7 @@ async function start(config: Config, log: Logger, options: RuntimeOptions, lock:
       mode,
       cluster: cluster === null ? undefined : { node: cluster.config.node, partitionsOwned: () => cluster.partitionsOwned() },
       caughtUp: cluster === null ? undefined : (org: string) => cluster.caughtUp(org),
+      reads,
       commands,
       registry,
       ledger: store.ledger,

@@ -37,11 +37,38 @@ export interface DeliveryRetryCommand {
   deliveryId: number;
 }
 
+/**
+ * A keyed read (a GET with a key) sent to the org's owner, which answers it from its own copy
+ * (cluster mode; see KeyedReads). The key travels as its id and digest, never its secret.
+ */
+export interface ReadForwardCommand {
+  type: 'read.forward';
+  org: string;
+  /** The route's path pattern, as mounted. */
+  path: string;
+  params: Record<string, string>;
+  /** The query string, without '?'. */
+  query: string;
+  headers: Record<string, string>;
+  url: string;
+  key: { id: string; hash: string };
+}
+
+/** A forwarded read's answer, as the owner wrote it. */
+export interface ForwardedAnswer {
+  status: number;
+  contentType: string;
+  headers: Record<string, string>;
+  body: string;
+  /** The body is bytes, base64-encoded. */
+  base64?: true;
+}
+
 /** What an org's writer takes: ledger commands, one at a time or events several at once. */
 export type WriterCommand = LedgerCommand | EventsIngestCommand;
 
 /** Every command routed to an org's owner. */
-export type OrgCommand = WriterCommand | DeliveryRetryCommand;
+export type OrgCommand = WriterCommand | DeliveryRetryCommand | ReadForwardCommand;
 
 interface ResultOf {
   'agent.register': AgentView;
@@ -51,6 +78,7 @@ interface ResultOf {
   'review.decide': ReviewResult;
   'export.record': ExportResult;
   'delivery.retry': DeliveryRecord;
+  'read.forward': ForwardedAnswer;
 }
 
 /** Where a record sits in its org's log (DESIGN §10): what a receipt signs, less the origin. */

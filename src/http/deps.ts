@@ -20,6 +20,7 @@ import type { WebhookStore } from '../store/webhook-store.js';
 import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics.js';
 import type { IntakePacer } from './intake-pacer.js';
+import type { KeyedReads } from './keyed-reads.js';
 
 /** What route handlers may use. Chosen by the composition root (runtime.ts). */
 export interface AppDeps {
@@ -28,8 +29,10 @@ export interface AppDeps {
   mode: 'embedded' | 'cluster';
   /** Cluster mode: this node's name and the partitions it owns now (GET /health). */
   cluster?: { node: string; partitionsOwned: () => number[] } | undefined;
-  /** Cluster mode: read-your-writes on this node (RouterDeps.caughtUp). */
+  /** Cluster mode: read-your-writes on this node (a bundle's window; keyed GETs go through `reads`). */
   caughtUp?: ((org: string) => Promise<void>) | undefined;
+  /** Cluster mode: keyed GETs answered by the org's owner. */
+  reads?: KeyedReads | undefined;
   /** Commands to the org writers. */
   commands: CommandRouter;
   /** Large ingests go to the writers a slice per turn, round robin between orgs. */

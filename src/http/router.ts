@@ -56,6 +56,8 @@ export interface Route {
    * place of the request's one, before the handler runs (past it: 429, nothing written).
    */
   events?: (body: unknown) => number;
+  /** Cluster mode: a keyed GET answered by the node it reaches, not its org's owner (a streamed or long answer). */
+  forward?: false;
   handler: (ctx: RouteContext) => RouteResult | Promise<RouteResult>;
 }
 
@@ -65,11 +67,10 @@ export interface RouterDeps {
   keyLimiter: RateLimiter | null;
   now: () => number;
   /**
-   * Cluster mode's read-your-writes step: resolves once this node's copy of the ledger holds the
-   * org's writes acknowledged so far (else rejects, 503). Awaited before every keyed GET; absent
-   * in embedded mode, where the one copy is always current.
+   * Cluster mode's keyed GETs: answered by the org's owner (KeyedReads), read-your-writes there.
+   * Absent in embedded mode, where the one copy is always current.
    */
-  caughtUp?: ((org: string) => Promise<void>) | undefined;
+  reads?: { answer(route: Route, ctx: RouteContext): Promise<RouteResult> } | undefined;
   /** VIGIL_STRICT_AUDIT: audit routes need the audit:read (or admin) scope rather than any key. */
   strictAudit?: boolean;
   /** GET /metrics' counters, when VIGIL_METRICS_TOKEN is set. */
@@ -163,11 +164,12 @@ function handle(m: Mounted, res: HttpResponse, req: HttpRequest): void {
     );
     return;
   }
-  if (m.deps.caughtUp !== undefined && m.route.method === 'get' && m.route.auth !== 'none') {
+  if (m.deps.reads !== undefined && m.route.method === 'get' && m.route.auth !== 'none') {
     watchAbort(exchange);
     exchange.inHandler = false;
-    m.deps.caughtUp(ctx.key.org).then(
-      () => run(m.route, exchange, ctx),
+    awaitAnswer(exchange);
+    m.deps.reads.answer(m.route, ctx).then(
+      (result) => respond(exchange, result),
       (error: unknown) => sendError(exchange, error),
     );
     return;

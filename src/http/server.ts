@@ -98,11 +98,12 @@ function mountAll(app: uws.TemplatedApp, deps: AppDeps): Route[] {
     keyLimiter,
     now: deps.now,
     log: deps.log,
-    caughtUp: deps.caughtUp,
+    reads: deps.reads,
     strictAudit: deps.config.strictAudit,
     metrics: deps.metrics?.metrics ?? null,
   };
   for (const route of routes) mount(app, route, routerDeps);
+  deps.reads?.register(routes);
   mountIngestStream(app, deps, routerDeps);
   return routes;
 }

@@ -177,7 +177,7 @@ export class ClusterNode {
    * drops its orgs' writers, so the next command starts its writer from the org's last batch; the
    * delivery actor stops sending a lost partition's deliveries and takes a gained one's over.
    */
-  serve(actors: OrgActors, deliveries?: DeliveryActor): void {
+  serve(actors: OrgActors, deliveries?: DeliveryActor, reads?: Parameters<typeof ownerHandler>[2]): void {
     const partitions = this.config.partitions;
     this.leases.onChange(({ gained, lost }) => {
       const moved = new Set([...gained, ...lost]);
@@ -186,8 +186,13 @@ export class ClusterNode {
       if (gained.length > 0) deliveries?.take((org) => gained.includes(partitionOf(org, partitions)));
       if (gained.length + lost.length > 0) this.log.info({ gained: gained.length, lost: lost.length, owned: this.leases.owned().length }, 'partitions changed hands');
     });
-    this.commands.serve(ownerHandler(actors, deliveries), { owns: (org) => this.leases.owns(partitionOf(org, partitions)) });
+    this.commands.serve(ownerHandler(actors, deliveries, reads), { owns: (org) => this.owns(org) });
     this.leases.start();
+  }
+
+  /** Whether this node owns `org` now (holds its partition's lease). */
+  owns(org: string): boolean {
+    return this.leases.owns(partitionOf(org, this.config.partitions));
   }
 
   partitionsOwned(): number[] {

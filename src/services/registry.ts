@@ -125,7 +125,7 @@ export class Registry {
    * The key's record as the store holds it now, or undefined once it is revoked (or gone): what a
    * long-lived connection authenticated once checks again (a synchronous read, as on every request).
    */
-  current(key: KeyRecord): KeyRecord | undefined {
+  current(key: Pick<KeyRecord, 'id' | 'hash'>): KeyRecord | undefined {
     const record = this.store.getKey(key.hash);
     return record === undefined || record.id !== key.id || record.revoked_at != null ? undefined : record;
   }

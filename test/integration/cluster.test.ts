@@ -1,6 +1,7 @@
 import { join as joinPath } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { StartError } from '../../src/errors.js';
+import { partitionOf } from '../../src/nats/partition.js';
 import { natsAvailable, startNats, type NatsServers } from '../support/nats.js';
 import { call, parseLines, removeDir, runCli, startServer, tempDir, type TestServer } from '../support/server.js';
 
@@ -131,13 +132,45 @@ run('cluster mode', () => {
     expect(await runCli(['keys', 'revoke', 'key_nope'], { VIGIL_NATS_URL: nats.urls.join(','), VIGIL_DATA_DIR: joinPath(dirs[0]!, 'cli-never') })).toMatchObject({ code: 1, stdout: '', stderr: 'vigil keys: key key_nope not found\n' });
   }, 30_000);
 
+  it('answers keyed reads of an org from its owner: the same answer on either node, read-your-writes through the owner', async () => {
+    const [a, b] = nodes as [TestServer, TestServer];
+    const partition = partitionOf('acme', PARTITIONS);
+    const ownedByA = ((await call(a.url, 'GET', '/health')).body.partitions_owned as number[]).includes(partition);
+    const [owner, other, ownerName] = ownedByA ? [a, b, 'node-a'] : [b, a, 'node-b'];
+    // A write on the owner, read at once on the other node: the owner answers it.
+    const written = await call(owner.url, 'POST', '/events', { body: event(2000) });
+    expect(written.status).toBe(200);
+    const [here, there] = await Promise.all([call(owner.url, 'GET', '/agents/bot'), call(other.url, 'GET', '/agents/bot')]);
+    expect(there.status).toBe(200);
+    expect(there.body).toEqual(here.body);
+    expect(here.headers.get('x-vigil-answered-by')).toBeNull();
+    expect(there.headers.get('x-vigil-answered-by')).toBe(ownerName);
+    // Errors come back as the owner wrote them, status and body.
+    const missing = await call(other.url, 'GET', '/agents/nobody');
+    expect(missing.status).toBe(404);
+    expect(missing.body.error.code).toBe('not_found');
+    expect(missing.headers.get('x-vigil-answered-by')).toBe(ownerName);
+    // Query strings travel; bytes come back whole (an inclusion proof is written as bytes).
+    const proof = await call(other.url, 'GET', `/audit/proof/inclusion?seq=${written.body.event_id}`);
+    expect(proof.status).toBe(200);
+    expect(proof.body).toEqual((await call(owner.url, 'GET', `/audit/proof/inclusion?seq=${written.body.event_id}`)).body);
+    // The streamed export is answered by the node it reaches, from its own copy (caught up first).
+    const exported = await call(other.url, 'GET', '/audit/export');
+    expect(exported.status).toBe(200);
+    expect(exported.headers.get('x-vigil-answered-by')).toBeNull();
+    expect(parseLines(exported.text).at(-1).seq).toBe(Number(exported.headers.get('x-vigil-ledger-head-seq')));
+  });
+
   it('rebuilds a deleted replica from the stream on start', async () => {
     const b = nodes.pop()!;
     await b.close();
+    // Every record the tests above wrote: 82, and one more by the keyed-reads test.
+    const written = parseLines((await call(nodes[0]!.url, 'GET', '/audit/export')).text).length;
+    expect(written).toBe(83);
     const fresh = await join('node-b');
     const rows = parseLines((await call(fresh.url, 'GET', '/audit/export')).text);
-    expect(rows.length).toBe(82);
-    expect((await call(fresh.url, 'GET', '/agents/bot')).body.ledger_records).toBe(82);
+    expect(rows.length).toBe(written);
+    expect((await call(fresh.url, 'GET', '/agents/bot')).body.ledger_records).toBe(written);
   }, 60_000);
 
   it('refuses to start a node configured with other partitions than the cluster', async () => {

@@ -24,6 +24,8 @@ export function auditRoutes(deps: AppDeps): Route[] {
       path: '/audit/export',
       audit: true,
       auth: 'key',
+      // Streamed: answered by the node it reaches, from its copy (caught up first).
+      forward: false,
       handler: ({ key, query }) => {
         const q = validate(exportQuery, Object.fromEntries(query), 'query');
         const last = deps.ledger.last(key.org)?.seq ?? 0;
@@ -46,6 +48,8 @@ export function auditRoutes(deps: AppDeps): Route[] {
       path: '/audit/:agent_id/verify',
       audit: true,
       auth: 'key',
+      // The whole chain rehashed may take longer than a forwarded request waits: answered here.
+      forward: false,
       handler: async ({ key, params, query }) => {
         const q = validate(verifyQuery, Object.fromEntries(query), 'query');
         const id = params.agent_id ?? '';
