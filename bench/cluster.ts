@@ -15,7 +15,7 @@ import { KvRegistryStore } from '../src/nats/kv-registry-store.js';
 import { partitionOf } from '../src/nats/partition.js';
 import { natsServerBin, startNats, type NatsServers } from '../test/support/nats.js';
 import { runLoad, type LoadResult } from './load.js';
-import { mean, median, startVigil, BENCH_AGENT, BENCH_EVENT, BENCH_KEY, BENCH_ORG, type MacroOptions } from './macro.js';
+import { mean, median, profileFlags, startVigil, BENCH_AGENT, BENCH_EVENT, BENCH_KEY, BENCH_ORG, type MacroOptions } from './macro.js';
 import { startProcess, VIGIL_READY, type StartedProcess } from './peers.js';
 
 export interface ClusterResult {
@@ -118,7 +118,7 @@ export async function seedRegistry(servers: string[], orgs: readonly (readonly [
 export function startNode(name: string, dir: string, nats: NatsServers): Promise<StartedProcess> {
   return startProcess(
     `vigil-${name}`,
-    ['--import', 'tsx', 'src/main.ts', 'serve'],
+    [...profileFlags(), '--import', 'tsx', 'src/main.ts', 'serve'],
     {
       VIGIL_PORT: '0',
       VIGIL_DATA_DIR: dir,
