@@ -269,8 +269,8 @@ async function start(config: Config, log: Logger, options: RuntimeOptions, lock:
     const served = withBoundPort(config, port);
     const host = new URL(served.baseUrl).host;
     const origin = cluster === null ? loadLogOrigin(config.dataDir, host) : await cluster.logOrigin(host).then((agreed) => ({ host: agreed, differs: agreed !== host }));
-    // The partition map names each owner by its base URL: known only now that the port is bound.
-    cluster?.leases.advertise(served.baseUrl);
+    // The partition map names each owner by its own URL: by default known only now that the port is bound.
+    cluster?.leases.advertise(cluster.config.url ?? served.baseUrl);
     if (origin.differs) log.warn({ log_origin: origin.host, base_url_host: host }, 'the transparency log keeps the name it was given on first start (the log-origin file in the data dir; in cluster mode, the cluster\'s), not the base URL\'s host');
     checkpoints = new LogCheckpoints(trees, logKey, origin.host, log, cluster?.stores.checkpoints ?? null);
     // Every org's first checkpoint signed as soon as its tree is whole, not by the first request for it.

@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { VigilClient } from '../../src/client/index.js';
 import { partitionOf } from '../../src/nats/partition.js';
-import { natsAvailable, startNats, type NatsServers } from '../support/nats.js';
-import { call, parseLines, removeDir, runCli, spawnServer, startServer, tempDir, type ServerProcess, type TestServer } from '../support/server.js';
+import { freePorts, natsAvailable, startNats, type NatsServers } from '../support/nats.js';
+import { ADMIN_KEY, call, parseLines, removeDir, runCli, spawnServer, startServer, tempDir, type ServerProcess, type TestServer } from '../support/server.js';
 
 /**
  * Owner-aware clients (README, Owner-aware clients): two nodes over a real nats-server, A in this
@@ -43,6 +43,8 @@ run('owner-aware clients', () => {
   const dirs: string[] = [];
   let a: TestServer;
   let b: ServerProcess;
+  /** B's VIGIL_NODE_URL: another loopback address than its base URL's, so the map is seen to name it. */
+  let bNode: string;
   /** Per node, an org whose partition it owns, with a key of that org. */
   const orgs = new Map<string, { org: string; key: string }>();
   const env = (node: string): Record<string, string> => ({
@@ -58,7 +60,9 @@ run('owner-aware clients', () => {
     nats = await startNats({ nodes: 1 });
     for (let i = 0; i < 2; i++) dirs.push(tempDir('vigil-owner-'));
     a = await startServer(env('node-a'), dirs[0]);
-    b = await spawnServer(dirs[1]!, env('node-b'));
+    const [port] = (await freePorts(1)) as [number];
+    bNode = `http://127.0.0.2:${port}`;
+    b = await spawnServer(dirs[1]!, { ...env('node-b'), VIGIL_HOST: '0.0.0.0', VIGIL_PORT: String(port), VIGIL_NODE_URL: `${bNode}/` });
   }, 90_000);
 
   afterAll(async () => {
@@ -72,17 +76,17 @@ run('owner-aware clients', () => {
   it('GET /cluster/map names both nodes, as /health splits the partitions, with the same version on both', async () => {
     await until('the map to name both nodes on both', async () => {
       const [ma, mb] = await Promise.all([mapOf(a.url), mapOf(b.url)]);
-      return new Set(ma.owners).size === 2 && !ma.owners.includes(null) && ma.owners.includes(b.url) && ma.version === mb.version;
+      return new Set(ma.owners).size === 2 && !ma.owners.includes(null) && ma.owners.includes(bNode) && ma.version === mb.version;
     });
     const map = await mapOf(b.url);
     expect(map).toMatchObject({ org: 'acme', partitions: PARTITIONS, hash: 'fnv1a32' });
     expect(map.version).toMatch(/^[0-9a-f]{8}$/);
     const [ha, hb] = await Promise.all([call(a.url, 'GET', '/health'), call(b.url, 'GET', '/health')]);
-    const owners = Array.from({ length: PARTITIONS }, (_, p) => (ha.body.partitions_owned.includes(p) ? a.url : hb.body.partitions_owned.includes(p) ? b.url : null));
+    const owners = Array.from({ length: PARTITIONS }, (_, p) => (ha.body.partitions_owned.includes(p) ? a.url : hb.body.partitions_owned.includes(p) ? bNode : null));
     expect(map.owners).toEqual(owners);
 
     // Two orgs, one owned by each node, each with a key and an agent.
-    for (const [node, url] of [['a', a.url], ['b', b.url]] as const) {
+    for (const [node, url] of [['a', a.url], ['b', bNode]] as const) {
       const org = Array.from({ length: 100 }, (_, i) => `owner-${i}`).find((o) => map.owners[partitionOf(o, PARTITIONS)] === url)!;
       const cli = await runCli(['keys', 'create', '--org', org, '--scopes', 'events:write,admin'], { VIGIL_NATS_URL: nats.urls[0]!, VIGIL_DATA_DIR: dirs[0]! });
       expect(cli.code, cli.stderr).toBe(0);
@@ -114,7 +118,8 @@ run('owner-aware clients', () => {
     const plain = new VigilClient({ url: b.url, key: orgs.get('a')!.key, maxBatch: 20 });
     await Promise.all(Array.from({ length: 200 }, (_, n) => plain.ingest(event(n))));
     await plain.close();
-    expect((await forwarded(b.url)) - after.b).toBeGreaterThanOrEqual(10);
+    const plainForwarded = (await forwarded(b.url)) - after.b;
+    expect(plainForwarded).toBeGreaterThanOrEqual(10);
   }, 60_000);
 
   it('after the owner is killed, the client falls back to its configured node and every event is recorded once', async () => {
@@ -142,4 +147,26 @@ run('owner-aware clients', () => {
     expect(rows.length).toBe(100);
     expect(rows.every((r) => r.org === undefined || r.org === org)).toBe(true);
   }, 90_000);
+});
+
+describe('owner-aware clients, embedded mode', () => {
+  let server: TestServer;
+  beforeAll(async () => {
+    server = await startServer();
+    expect((await call(server.url, 'POST', '/agents', { body: { agent_id: 'bot', name: 'Bot' } })).status).toBe(201);
+  });
+  afterAll(async () => {
+    await server?.close();
+    removeDir(server.dataDir);
+  });
+
+  it('the map is one partition owned by the server itself, and a client with discover sends there', async () => {
+    const map = await call(server.url, 'GET', '/cluster/map');
+    expect(map.headers.get('cache-control')).toBe('no-store');
+    expect(map.body).toEqual({ org: 'acme', partitions: 1, hash: 'fnv1a32', owners: [server.url], version: expect.stringMatching(/^[0-9a-f]{8}$/) });
+    const client = new VigilClient({ url: server.url, key: ADMIN_KEY, discover: true });
+    const results = await Promise.all(Array.from({ length: 20 }, (_, n) => client.ingest(event(n))));
+    await client.close();
+    expect(new Set(results.map((r) => r.event_id)).size).toBe(20);
+  });
 });
