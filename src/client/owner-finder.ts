@@ -20,7 +20,7 @@ interface MapAnswer {
 }
 
 /**
- * Where a client sends its org's traffic (cluster mode, README "Owner-aware clients"): the base
+ * Where a client sends its org's traffic (cluster mode; README, Cluster mode: owner-aware clients): the base
  * URL the partition map (`GET /cluster/map` of the configured URL) names as the owner of the
  * key's org, else the configured URL. The map is read at once, every `refreshMs`, and again
  * after a failure. An owner that failed (`failed`) is not chosen again for `refreshMs`, so a dead

@@ -45,7 +45,7 @@ export interface VigilClientOptions {
    */
   receipts?: boolean;
   /**
-   * Owner-aware sending, for cluster mode (README, Owner-aware clients): the client reads the
+   * Owner-aware sending, for cluster mode (README: The runtime client, and Cluster mode): the client reads the
    * partition map (`GET /cluster/map` of `url`) and sends to the node owning the key's org, so
    * nothing is forwarded between nodes. It reads the map again every `refreshMs` (default
    * 10,000) and after a failure, and falls back to `url` whenever the owner cannot be reached or

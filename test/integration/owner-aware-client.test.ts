@@ -5,7 +5,7 @@ import { freePorts, natsAvailable, startNats, type NatsServers } from '../suppor
 import { ADMIN_KEY, call, parseLines, removeDir, runCli, spawnServer, startServer, tempDir, type ServerProcess, type TestServer } from '../support/server.js';
 
 /**
- * Owner-aware clients (README, Owner-aware clients): two nodes over a real nats-server, A in this
+ * Owner-aware clients (README, Cluster mode): two nodes over a real nats-server, A in this
  * process and B a process of its own (so it can be killed). `GET /cluster/map` names both; a
  * client given the other node's URL and `discover` sends to its org's owner, so (almost) nothing
  * is forwarded (counted by vigil_commands_forwarded_total); once the owner dies, it still gets
