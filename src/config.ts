@@ -48,6 +48,7 @@ const envSchema = z.object({
   VIGIL_NATS_REPLICAS: z.coerce.number().int().refine((n) => n === 1 || n === 3 || n === 5, 'replicas are 1, 3 or 5').optional(),
   VIGIL_PARTITIONS: z.coerce.number().int().min(1).max(4096).default(64),
   VIGIL_LEASE_SECONDS: z.coerce.number().int().min(1).max(300).default(5),
+  VIGIL_NODE_URL: z.url().refine((u) => /^https?:\/\//.test(u), 'an http:// or https:// URL').optional(),
   VIGIL_NODE_ID: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'letters, digits, - and _ (at most 64)').optional(),
   VIGIL_DEMO: flag,
   VIGIL_PUBLIC_RATE_LIMIT: z.coerce.number().int().min(1).default(60),
@@ -134,6 +135,11 @@ export interface ClusterConfig {
   leaseSeconds: number;
   /** This node's name (VIGIL_NODE_ID, else the host name), shown by /health. */
   node: string;
+  /**
+   * Where clients reach this node itself (VIGIL_NODE_URL), named in the partition map; unset: the
+   * base URL (VIGIL_BASE_URL, else the address bound).
+   */
+  url: string | undefined;
 }
 
 export class ConfigError extends Error {
@@ -170,6 +176,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
             partitions: e.VIGIL_PARTITIONS,
             leaseSeconds: e.VIGIL_LEASE_SECONDS,
             node: e.VIGIL_NODE_ID ?? hostname(),
+            url: e.VIGIL_NODE_URL?.replace(/\/+$/, ''),
           },
     demo: e.VIGIL_DEMO,
     llm: e.VIGIL_DEMO ? demoConfig(env).llm : null,

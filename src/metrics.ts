@@ -9,6 +9,8 @@ export interface MetricSources {
   deliveriesQueued(): number;
   /** Cluster mode: ledger stream messages this node's replica has yet to apply. */
   replicationLag?: (() => Promise<number>) | undefined;
+  /** Cluster mode: commands this node sent to another node's writer (the org is not its own). */
+  forwardedCommands?: (() => number) | undefined;
 }
 
 /** How long a scrape waits for the replica's lag (a JetStream request) before leaving it out. */
@@ -122,6 +124,18 @@ export class Metrics {
         this.set(sources.deliveriesQueued());
       },
     });
+    const forwarded = sources.forwardedCommands;
+    if (forwarded !== undefined) {
+      new Counter({
+        name: 'vigil_commands_forwarded_total',
+        help: 'Cluster mode: commands (an ingest frame\'s or request\'s, one per org) this node sent to the node owning the org, not its own writer. Owner-aware clients keep it near 0.',
+        registers,
+        collect() {
+          this.reset();
+          this.inc(forwarded());
+        },
+      });
+    }
     const lag = sources.replicationLag;
     if (lag !== undefined) {
       new Gauge({

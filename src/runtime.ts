@@ -22,6 +22,7 @@ import { LocalCommandRouter } from './bus/local-router.js';
 import type { CommandRouter } from './bus/command-router.js';
 import type { LedgerLog } from './bus/ledger-log.js';
 import { ClusterNode, NOT_OWNER, AFTER_APPEND_MS } from './nats/cluster-node.js';
+import { partitionMap } from './nats/partition-map.js';
 import { withBoundPort, type Config } from './config.js';
 import { ensureError, StartError } from './errors.js';
 import { OpenAiCompatibleModel } from './demo/openai-model.js';
@@ -144,6 +145,7 @@ async function start(config: Config, log: Logger, options: RuntimeOptions, lock:
             writerDepths: () => actors.depths(),
             deliveriesQueued: () => deliveries.waiting,
             replicationLag: cluster === null ? undefined : () => cluster.replica.lag(),
+            forwardedCommands: cluster === null ? undefined : () => cluster.commands.forwarded,
           },
           { orgLabels: config.metrics.orgLabels },
         );
@@ -270,6 +272,8 @@ async function start(config: Config, log: Logger, options: RuntimeOptions, lock:
     const served = withBoundPort(config, port);
     const host = new URL(served.baseUrl).host;
     const origin = cluster === null ? loadLogOrigin(config.dataDir, host) : await cluster.logOrigin(host).then((agreed) => ({ host: agreed, differs: agreed !== host }));
+    // The partition map names each owner by its own URL: by default known only now that the port is bound.
+    cluster?.leases.advertise(cluster.config.url ?? served.baseUrl);
     if (origin.differs) log.warn({ log_origin: origin.host, base_url_host: host }, 'the transparency log keeps the name it was given on first start (the log-origin file in the data dir; in cluster mode, the cluster\'s), not the base URL\'s host');
     checkpoints = new LogCheckpoints(trees, logKey, origin.host, log, cluster?.stores.checkpoints ?? null);
     // Every org's first checkpoint signed as soon as its tree is whole, not by the first request for it.
@@ -290,7 +294,7 @@ async function start(config: Config, log: Logger, options: RuntimeOptions, lock:
       config: served,
       log,
       mode,
-      cluster: cluster === null ? undefined : { node: cluster.config.node, partitionsOwned: () => cluster.partitionsOwned() },
+      cluster: cluster === null ? undefined : { node: cluster.config.node, partitionsOwned: () => cluster.partitionsOwned(), map: () => partitionMap(cluster.leases.ownerUrls()) },
       caughtUp: cluster === null ? undefined : (org: string) => cluster.caughtUp(org),
       reads,
       commands,

@@ -5,6 +5,7 @@ import type { z } from 'zod';
 import type { IngestResult as GateResult } from '../domain/org-state.js';
 import type { ingestEventBody } from '../domain/schemas.js';
 import type { Receipt } from '../domain/signed-note.js';
+import { OwnerFinder } from './owner-finder.js';
 
 /** An event as a runtime sends it (the `POST /events/` body; defaults filled by the server). */
 export type VigilEvent = z.input<typeof ingestEventBody>;
@@ -43,6 +44,14 @@ export interface VigilClientOptions {
    * a receipt costs the server one Ed25519 signature an event.
    */
   receipts?: boolean;
+  /**
+   * Owner-aware sending, for cluster mode (README: The runtime client, and Cluster mode): the client reads the
+   * partition map (`GET /cluster/map` of `url`) and sends to the node owning the key's org, so
+   * nothing is forwarded between nodes. It reads the map again every `refreshMs` (default
+   * 10,000) and after a failure, and falls back to `url` whenever the owner cannot be reached or
+   * the map cannot be read. Default off: everything goes to `url`, which forwards.
+   */
+  discover?: boolean | { refreshMs?: number };
 }
 
 /**
@@ -103,7 +112,11 @@ const RETRIED = new Set(['overloaded', 'unavailable', 'rate_limited']);
  * for every answer.
  */
 export class VigilClient {
-  private readonly opts: Required<Omit<VigilClientOptions, 'backoff'>> & { backoff: { initialMs: number; maxMs: number } };
+  private readonly opts: Required<Omit<VigilClientOptions, 'backoff' | 'discover'>> & { backoff: { initialMs: number; maxMs: number } };
+  /** With `discover`: where the key's org's owner is; null: always `url`. */
+  private readonly owner: OwnerFinder | null;
+  /** Sockets closed on purpose (the owner moved): their close is no failure. */
+  private readonly retired = new WeakSet<WebSocket>();
   private queue: Waiting[] = [];
   /** Frames sent (or to send again) and not answered, by id, in order. */
   private readonly unanswered = new Map<number, Frame>();
@@ -120,6 +133,8 @@ export class VigilClient {
   /** Events refused for now and waiting to be queued again. */
   private requeued = 0;
   private idle: (() => void)[] = [];
+  /** With `discover`: the first map read is done. */
+  private ownerKnown = false;
   /** Events given to `ingest` and not yet settled. */
   private held = 0;
 
@@ -142,6 +157,15 @@ export class VigilClient {
       receipts: options.receipts ?? false,
     };
     this.useHttp = this.opts.transport === 'http';
+    const discover = options.discover ?? false;
+    const refreshMs = typeof discover === 'object' ? (discover.refreshMs ?? 10_000) : 10_000;
+    if (!(refreshMs >= 100)) throw new RangeError('discover.refreshMs is at least 100');
+    this.owner = discover === false ? null : new OwnerFinder({ url: this.opts.url, key: this.opts.key, refreshMs, moved: () => this.moved() });
+  }
+
+  /** Where frames go now: the org's owner (with `discover`) or the configured URL. */
+  private get target(): string {
+    return this.owner?.url ?? this.opts.url;
   }
 
   /** Sends one event; resolves with its result once durable, rejects with VigilClientError if refused. */
@@ -191,6 +215,7 @@ export class VigilClient {
       clearTimeout(timer);
     }
     this.closed = true;
+    this.owner?.close();
     if (this.timer !== null) clearTimeout(this.timer);
     if (this.retryTimer !== null) clearTimeout(this.retryTimer);
     this.failAll(new VigilClientError('closed', 'the client closed before this event was answered; it may or may not be recorded: send it again with its idempotency key'));
@@ -217,6 +242,14 @@ export class VigilClient {
   }
 
   private send(frame: Frame): void {
+    if (this.owner !== null && !this.ownerKnown) {
+      // The first frames wait for the first map read (bounded), rather than go to `url` and move.
+      void this.owner.ready.then(() => {
+        this.ownerKnown = true;
+        if (this.unanswered.has(frame.id)) this.send(frame);
+      });
+      return;
+    }
     if (this.useHttp) {
       void this.post(frame);
       return;
@@ -237,14 +270,26 @@ export class VigilClient {
   private connect(): Promise<void> {
     if (this.connecting !== null || this.closed || this.ws?.readyState === WebSocket.OPEN) return this.connecting ?? Promise.resolve();
     const protocol = this.opts.encoding === 'msgpack' ? 'vigil.v1+msgpack' : 'vigil.v1+json';
-    const ws = new WebSocket(`${this.opts.url.replace(/^http/, 'ws')}/events/stream`, [protocol], { headers: this.headers({}) });
-    this.connecting = new Promise<void>((resolve) => {
+    const target = this.target;
+    const ws = new WebSocket(`${target.replace(/^http/, 'ws')}/events/stream`, [protocol], { headers: this.headers({}) });
+    let opened = false;
+    const connecting: Promise<void> = new Promise<void>((resolve) => {
       let refused = false;
       const done = (): void => {
-        this.connecting = null;
+        // A socket closing after the next one began connecting leaves that one's promise in place.
+        if (this.connecting === connecting) this.connecting = null;
         resolve();
       };
       ws.once('open', () => {
+        opened = true;
+        if (target !== this.target) {
+          // The owner moved while this socket opened: to the new one instead.
+          this.retired.add(ws);
+          ws.close();
+          done();
+          void this.connect();
+          return;
+        }
         this.ws = ws;
         this.failures = 0;
         done();
@@ -265,14 +310,22 @@ export class VigilClient {
         this.retryLater();
       });
       ws.on('message', (data: Buffer, isBinary: boolean) => this.answered((isBinary ? unpack(data) : JSON.parse(data.toString('utf8'))) as ServerAnswer));
-      ws.once('close', () => {
+      ws.once('close', (code: number) => {
         if (this.ws === ws) this.ws = null;
         done();
-        if (!refused && !this.closed && this.unanswered.size > 0) this.retryLater();
+        if (refused || this.closed || this.retired.has(ws)) return;
+        // An owner unreachable, or gone without a close handshake: the configured URL at once.
+        if (this.owner !== null && target !== this.opts.url && (!opened || code === 1006)) {
+          this.owner.failed(target);
+          if (this.unanswered.size > 0) void this.connect();
+          return;
+        }
+        if (this.unanswered.size > 0) this.retryLater();
       });
       ws.on('error', () => undefined); // followed by close
     });
-    return this.connecting;
+    this.connecting = connecting;
+    return connecting;
   }
 
   private retryLater(): void {
@@ -339,13 +392,18 @@ export class VigilClient {
 
   private async postOnce(frame: Frame): Promise<void> {
     let res: Response;
+    const target = this.target;
     try {
-      res = await fetch(`${this.opts.url}/events/batch`, {
+      res = await fetch(`${target}/events/batch`, {
         method: 'POST',
         headers: this.headers({ 'content-type': 'application/json' }),
         body: JSON.stringify({ events: frame.entries.map((e) => e.event) }),
       });
     } catch {
+      if (this.owner !== null && target !== this.opts.url) {
+        this.owner.failed(target); // the owner is unreachable: the configured URL, at once
+        return this.postOnce(frame);
+      }
       return this.retryLater(); // the server is unreachable: the same frame again, later
     }
     const body = (await res.json().catch(() => null)) as { results?: Outcome[]; error?: { code: string; message: string } } | null;
@@ -356,6 +414,20 @@ export class VigilClient {
     const error = body?.error ?? { code: 'internal', message: `HTTP ${res.status}` };
     if (RETRIED.has(error.code) || res.status >= 500) return this.retryLater();
     this.answered({ id: frame.id, error });
+  }
+
+  /**
+   * The owner moved (or the client fell back): the socket to the old place is closed and the
+   * frames it had unanswered go to the new one (same keys: recorded once). Over HTTP, requests
+   * under way finish where they went; the next go to the new place.
+   */
+  private moved(): void {
+    const ws = this.ws;
+    if (ws === null) return;
+    this.retired.add(ws);
+    this.ws = null;
+    ws.close();
+    if (this.unanswered.size > 0) void this.connect();
   }
 
   private failAll(error: VigilClientError): void {

@@ -21,14 +21,15 @@ import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics.js';
 import type { IntakePacer } from './intake-pacer.js';
 import type { KeyedReads } from './keyed-reads.js';
+import type { PartitionMap } from '../nats/partition-map.js';
 
 /** What route handlers may use. Chosen by the composition root (runtime.ts). */
 export interface AppDeps {
   config: Config;
   log: Logger;
   mode: 'embedded' | 'cluster';
-  /** Cluster mode: this node's name and the partitions it owns now (GET /health). */
-  cluster?: { node: string; partitionsOwned: () => number[] } | undefined;
+  /** Cluster mode: this node's name and the partitions it owns now (GET /health), and who owns each (GET /cluster/map). */
+  cluster?: { node: string; partitionsOwned: () => number[]; map: () => PartitionMap } | undefined;
   /** Cluster mode: read-your-writes on this node (a bundle's window; keyed GETs go through `reads`). */
   caughtUp?: ((org: string) => Promise<void>) | undefined;
   /** Cluster mode: keyed GETs answered by the org's owner. */

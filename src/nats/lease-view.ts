@@ -7,6 +7,8 @@ export interface LeaseValue {
   holder: string;
   node: string;
   at: string;
+  /** The public base URL of the holder's node (VIGIL_BASE_URL), once it listens: the partition map names owners by it. */
+  url?: string;
 }
 
 /** The last write of one key as this node saw it arrive. */
@@ -15,6 +17,8 @@ export interface SeenKey {
   /** A PUT (not a delete or purge marker). */
   put: boolean;
   holder: string | null;
+  /** The base URL the value names, or null. */
+  url: string | null;
   /** Local clock when this revision arrived (or when the watch first showed it). */
   seenAt: number;
 }
@@ -24,6 +28,16 @@ export function holderOf(entry: KvEntry): string | null {
   try {
     const value = entry.json<Partial<LeaseValue>>();
     return typeof value.holder === 'string' ? value.holder : null;
+  } catch {
+    return null;
+  }
+}
+
+/** The base URL named by a lease or node key's value, or null (not one of ours, or written before its node listened). */
+export function urlOf(entry: KvEntry): string | null {
+  try {
+    const value = entry.json<Partial<LeaseValue>>();
+    return typeof value.url === 'string' ? value.url : null;
   } catch {
     return null;
   }
@@ -167,6 +181,7 @@ export class LeaseView {
       revision: entry.revision,
       put,
       holder: put ? holderOf(entry) : null,
+      url: put ? urlOf(entry) : null,
       seenAt: before?.revision === entry.revision ? before.seenAt : this.now(),
     };
     this.seen.set(entry.key, seen);

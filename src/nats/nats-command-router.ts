@@ -105,6 +105,7 @@ export class NatsCommandRouter implements CommandRouter {
   /** Requests sent in one turn of the event loop, one NATS message per partition subject (or a few, within max_payload). */
   private readonly packer: RequestPacker;
   private next = 0;
+  private forwardedCount = 0;
   /**
    * Per org with requests unanswered: when all of them are answered, the requests made so far,
    * and the gate later requests queue at while one waits (with the latest waiting one's ticket).
@@ -137,6 +138,14 @@ export class NatsCommandRouter implements CommandRouter {
   static async connect(servers: string[], options: NatsCommandRouterOptions = {}, timings: Partial<NatsCommandRouterTimings> = {}): Promise<NatsCommandRouter> {
     const nc = await connect({ servers, maxReconnectAttempts: -1 });
     return new NatsCommandRouter(nc, options, timings, true);
+  }
+
+  /**
+   * Requests this router sent to another node since it opened (one per command, not per NATS
+   * message or re-send), counted as they leave: what owner-aware clients save (`/metrics`).
+   */
+  get forwarded(): number {
+    return this.forwardedCount;
   }
 
   subjectOf(org: string): string {
@@ -205,9 +214,13 @@ export class NatsCommandRouter implements CommandRouter {
     // Queued behind an earlier request of the org past the deadline: never sent, never decided.
     if (this.now() > deadline) return Promise.resolve(noOwner(command.org));
     const local = this.server.ownerOf(command.org);
-    if (local === undefined) return this.route(command, options, deadline, waits);
+    if (local === undefined) {
+      this.forwardedCount++;
+      return this.route(command, options, deadline, waits);
+    }
     return local(command, { deadline, abandoned: new Expiring(deadline, this.now, options.abandoned) }).then((reply) => {
       if (reply.ok || reply.code !== 'not_owner') return reply as ReplyTo<C>;
+      this.forwardedCount++;
       return waits().then(() => this.route(command, options, deadline, waits));
     });
   }

@@ -91,6 +91,8 @@ export class PartitionLeases {
   /** Errors of NATS requests in the current round; the rounds in a row that had some. */
   private errors: unknown[] = [];
   private readonly failing = new RepeatedFailure();
+  /** This node's base URL, written into its lease values once known (see `advertise`). */
+  private url: string | null = null;
 
   private constructor(
     private readonly bucket: LeaseBucket,
@@ -128,6 +130,28 @@ export class PartitionLeases {
 
   owned(): number[] {
     return this.book.owned();
+  }
+
+  /**
+   * Names this node's base URL in its lease and node values from the next round on (run at once),
+   * so other nodes can tell clients where each partition's owner is. Called once the node listens.
+   */
+  advertise(url: string): void {
+    this.url = url;
+    this.schedule(0);
+  }
+
+  /**
+   * Each partition's owner as this node knows it: its base URL, or null (no live lease, or its
+   * holder has not advertised a URL yet). Read from the view, so another node's change shows up
+   * as fast as the watch delivers it; this node's own leases from its book.
+   */
+  ownerUrls(): (string | null)[] {
+    return Array.from({ length: this.options.partitions }, (_, partition) => {
+      if (this.book.owns(partition)) return this.url;
+      const key = keyOf(partition);
+      return this.view.live(key, this.leaseMs) ? (this.view.get(key)?.url ?? null) : null;
+    });
   }
 
   onChange(listener: (change: OwnershipChange) => void): () => void {
@@ -339,7 +363,7 @@ export class PartitionLeases {
   }
 
   private value(): string {
-    const value: LeaseValue = { holder: this.holder, node: this.options.node, at: new Date().toISOString() };
+    const value: LeaseValue = { holder: this.holder, node: this.options.node, at: new Date().toISOString(), ...(this.url === null ? {} : { url: this.url }) };
     return JSON.stringify(value);
   }
 }

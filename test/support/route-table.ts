@@ -91,6 +91,7 @@ export const ROUTE_CASES: Readonly<Record<string, RouteCase>> = {
   'GET /docs/swagger-ui.css': { auth: 'none', withKey: 200, request: none },
   'GET /docs/swagger-ui-bundle.js': { auth: 'none', withKey: 200, request: none },
   'GET /docs/docs.js': { auth: 'none', withKey: 200, request: none },
+  'GET /cluster/map': { auth: 'key', request: none },
   'GET /orgs/me': { auth: 'key', request: none },
   'POST /admin/keys': { auth: 'admin', request: (_, fresh) => ({ body: { scopes: ['review'], name: `key ${fresh()}` } }) },
   'GET /admin/keys': { auth: 'admin', request: none },

@@ -82,9 +82,9 @@ describe('loadConfig', () => {
 
   it('reads cluster mode from VIGIL_NATS_URL, with the DESIGN §8 defaults', () => {
     const config = loadConfig({ VIGIL_NATS_URL: 'nats://h1:4222, nats://h2:4222', VIGIL_NODE_ID: 'node-a' });
-    expect(config.cluster).toEqual({ servers: ['nats://h1:4222', 'nats://h2:4222'], replicas: undefined, partitions: 64, leaseSeconds: 5, node: 'node-a' });
-    const set = loadConfig({ VIGIL_NATS_URL: 'nats://h1:4222', VIGIL_NATS_REPLICAS: '1', VIGIL_PARTITIONS: '16', VIGIL_LEASE_SECONDS: '2' });
-    expect(set.cluster).toMatchObject({ replicas: 1, partitions: 16, leaseSeconds: 2 });
+    expect(config.cluster).toEqual({ servers: ['nats://h1:4222', 'nats://h2:4222'], replicas: undefined, partitions: 64, leaseSeconds: 5, node: 'node-a', url: undefined });
+    const set = loadConfig({ VIGIL_NATS_URL: 'nats://h1:4222', VIGIL_NATS_REPLICAS: '1', VIGIL_PARTITIONS: '16', VIGIL_LEASE_SECONDS: '2', VIGIL_NODE_URL: 'http://10.0.0.7:8080/' });
+    expect(set.cluster).toMatchObject({ replicas: 1, partitions: 16, leaseSeconds: 2, url: 'http://10.0.0.7:8080' });
     expect(typeof set.cluster?.node).toBe('string');
   });
 
@@ -95,6 +95,8 @@ describe('loadConfig', () => {
     ['VIGIL_PARTITIONS', '0'],
     ['VIGIL_LEASE_SECONDS', '0'],
     ['VIGIL_NODE_ID', 'a b'],
+    ['VIGIL_NODE_URL', 'nats://h1:4222'],
+    ['VIGIL_NODE_URL', 'not a url'],
   ])('refuses %s=%j with a message naming it', (name, value) => {
     expect(() => loadConfig({ VIGIL_NATS_URL: 'nats://h1:4222', [name]: value })).toThrow(new RegExp(name));
   });

@@ -28,6 +28,14 @@ export const health = z.strictObject({
   partitions_owned: z.array(count).optional().describe('Cluster mode: the partitions this node writes for now'),
 });
 
+export const clusterMap = z.strictObject({
+  org: z.string().describe('The org of the key that asked (its partition is `fnv1a32(org) % partitions`)'),
+  partitions: z.int().min(1).describe('Orgs hash to this many partitions (VIGIL_PARTITIONS; 1 in embedded mode)'),
+  hash: z.literal('fnv1a32').describe('FNV-1a (32 bit) of the org slug\'s UTF-8 bytes, modulo `partitions`'),
+  owners: z.array(z.string().nullable()).describe('Per partition, its owner\'s base URL (VIGIL_BASE_URL), or null while it has none or its owner has not said'),
+  version: z.string().regex(/^[0-9a-f]{8}$/).describe('Changes whenever `owners` does; the same on every node that sees the same owners'),
+});
+
 export const orgMe = z.strictObject({
   slug: z.string(),
   created_at: timestamp.nullable(),

@@ -3,7 +3,7 @@ import { MONTH } from '../../domain/billing.js';
 import { createKeyBody, registerAgentBody, updateAgentBody } from '../../domain/schemas.js';
 import { BODY, errors, intParam, KEY, READ, SCOPED, WRITE } from './common.js';
 import type { Operation } from './operation.js';
-import { agentList, agentSummary, agentView, billingPlan, createdKey, health, keyView, orgMe, statement } from './responses.js';
+import { agentList, agentSummary, agentView, billingPlan, clusterMap, createdKey, health, keyView, orgMe, statement } from './responses.js';
 
 const AGENT_ID = 'The agent\'s id (1-128 of A-Z a-z 0-9 . _ : -); another org\'s agent is not found';
 /** A static file of GET /docs. */
@@ -22,6 +22,14 @@ export const SYSTEM_OPERATIONS: Readonly<Record<string, Operation>> = {
     tag: 'System',
     responses: { 200: { description: 'Ready', schema: health } },
     errors: [503],
+  },
+  'GET /cluster/map': {
+    summary: 'The partition map: which node owns each org',
+    description:
+      'For owner-aware clients (README, Owner-aware clients): hash the org as `hash` says, then send its traffic to `owners[partition]`. Advisory: any node takes any org\'s requests and forwards them to the owner, so a client that ignores the map, or holds an old one, still works. The owner changes as leases move (a node joining, leaving or dying): read it again now and then, and when the owner cannot be reached. Embedded mode: one partition, owned by this server.',
+    tag: 'System',
+    responses: { 200: { description: 'The map as this node knows it', schema: clusterMap, headers: { 'Cache-Control': '`no-store`' } } },
+    errors: errors(KEY, READ),
   },
   'GET /orgs/me': {
     summary: 'The caller\'s org and key',

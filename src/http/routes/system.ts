@@ -6,9 +6,10 @@ import type { AppDeps } from '../deps.js';
 import type { Route } from '../router.js';
 import { collection } from './collection.js';
 import { validate } from '../validate.js';
+import { partitionMap } from '../../nats/partition-map.js';
 
 
-/** Health, metrics, the caller's org, and its keys: created, listed, revoked. */
+/** Health, metrics, the partition map, the caller's org, and its keys: created, listed, revoked. */
 export function systemRoutes(deps: AppDeps): Route[] {
   return [
     ...(deps.metrics === null ? [] : [metricsRoute(deps.metrics)]),
@@ -21,6 +22,18 @@ export function systemRoutes(deps: AppDeps): Route[] {
           deps.cluster === undefined
             ? { status: 'ok', version: VERSION, mode: deps.mode }
             : { status: 'ok', version: VERSION, mode: deps.mode, node: deps.cluster.node, partitions_owned: deps.cluster.partitionsOwned() },
+      }),
+    },
+    {
+      method: 'get',
+      path: '/cluster/map',
+      auth: 'key',
+      // The same on every node (the leases' bucket): answered where it is asked.
+      forward: false,
+      // Embedded: one node owns every org. The map changes as leases move: never cached.
+      handler: ({ key }) => ({
+        body: { org: key.org, ...(deps.cluster?.map() ?? partitionMap([deps.config.baseUrl])) },
+        headers: { 'cache-control': 'no-store' },
       }),
     },
     {
