@@ -7,7 +7,7 @@ import { ExportLog } from './actors/export-log.js';
 import { WriterShare } from './actors/writer-share.js';
 import { IntakePacer } from './http/intake-pacer.js';
 import { OrgActors } from './actors/org-actors.js';
-import { PublicRecords } from './actors/public-records.js';
+import { directorySources, PublicRecords } from './actors/public-records.js';
 import { startConsumers } from './actors/start-up.js';
 import { ReviewQueue } from './actors/review-queue.js';
 import { UsageMeter } from './actors/usage-meter.js';
@@ -230,7 +230,11 @@ async function start(config: Config, log: Logger, options: RuntimeOptions, lock:
   const treesStarted = performance.now();
   const treesCaughtUp = feedTrees ? trees.catchUpAll().then(() => log.info({ ms: Math.round(performance.now() - treesStarted) }, 'Merkle trees caught up with the ledger')) : null;
   if (cluster === null) commands.serve(ownerHandler(actors, deliveries), { owns: () => true });
-  else cluster.serve(actors, deliveries);
+  else {
+    // Public reads answer from the records the orgs' owners publish, never from a forward.
+    cluster.publishPublicRecords(directory);
+    cluster.serve(actors, deliveries);
+  }
   // Checkpoints now and then bound the replay after a crash; a clean stop saves them too.
   let saved = new Map<string, number>();
   let saving: Promise<unknown> = Promise.resolve();
@@ -293,7 +297,7 @@ async function start(config: Config, log: Logger, options: RuntimeOptions, lock:
       registry,
       ledger: store.ledger,
       directory,
-      publicRecords: new PublicRecords(directory, served.appUrl, digest),
+      publicRecords: new PublicRecords(cluster?.stores.publicRecords ?? directorySources(directory), served.appUrl, digest),
       reviews,
       webhooks,
       webhookStore,
