@@ -19,13 +19,14 @@ export interface PublicPublisherOptions {
 
 /**
  * Publishes, for each org this node owns, its listed agents' public records and its head to the
- * public bucket (KvPublicRecords), coalesced: a commit marks its org dirty, and every interval
- * each dirty org is compared with what the bucket holds and only the difference written (the
- * changed agents, then the org value), so an org's keys are written at most once an interval
- * however fast it writes. Delisted, retired and unknown agents are removed.
+ * public bucket (KvPublicRecords), coalesced: a commit marks its org dirty, and a flush (at once
+ * when none ran in the last interval, else at its end) compares each dirty org with what the
+ * bucket holds and writes only the difference (the changed agents, then the org value), so an
+ * org's keys are written at most once an interval however fast it writes. Delisted, retired and
+ * unknown agents are removed.
  *
  * Off the request path: a put that fails (the bucket unavailable) leaves its org dirty, the
- * failure is logged once, and the next interval tries again; ingest never waits on it. Since
+ * failure is logged once, and the next interval's flush tries again; ingest never waits on it. Since
  * each flush diffs against the bucket, a flush cut short or a new owner after an old one (which
  * `markAll` asks for) ends with the bucket holding this node's view. One flush runs at a time.
  */
@@ -33,6 +34,8 @@ export class PublicPublisher {
   private readonly dirty = new Set<string>();
   private timer: NodeJS.Timeout | null = null;
   private flushing: Promise<void> | null = null;
+  private lastFlush = 0;
+  private running = false;
   private failing = false;
 
   constructor(
@@ -42,18 +45,20 @@ export class PublicPublisher {
   ) {}
 
   start(): void {
-    this.timer ??= setInterval(() => void this.flush(), this.options.intervalMs ?? PUBLIC_FLUSH_MS);
-    this.timer.unref();
+    this.running = true;
+    this.schedule();
   }
 
   /** The org committed rows (its directory changed). */
   changed(org: string): void {
     this.dirty.add(org);
+    this.schedule();
   }
 
   /** Publishes these orgs' views next time (ownership gained: what the previous owner left may trail). */
   markAll(orgs: Iterable<string>): void {
     for (const org of orgs) this.dirty.add(org);
+    this.schedule();
   }
 
   /** Writes what is dirty now; resolves when done (a flush already running is waited for first). */
@@ -62,12 +67,30 @@ export class PublicPublisher {
     return this.flushing;
   }
 
-  /** Stops the interval after a last flush. */
+  /** Stops scheduling after a last flush. */
   async close(): Promise<void> {
-    if (this.timer !== null) clearInterval(this.timer);
+    this.running = false;
+    if (this.timer !== null) clearTimeout(this.timer);
     this.timer = null;
     await this.flushing;
     await this.flush();
+  }
+
+  /**
+   * A flush at once if none ran in the last interval (a lone write shows within milliseconds),
+   * else when the interval is up: at most one flush an interval, and none while nothing is dirty.
+   */
+  private schedule(): void {
+    if (!this.running || this.timer !== null || this.dirty.size === 0) return;
+    const interval = this.options.intervalMs ?? PUBLIC_FLUSH_MS;
+    this.timer = setTimeout(() => {
+      this.lastFlush = Date.now();
+      void this.flush().then(() => {
+        this.timer = null;
+        this.schedule();
+      });
+    }, Math.max(0, this.lastFlush + interval - Date.now()));
+    this.timer.unref();
   }
 
   private async flushDirty(): Promise<void> {

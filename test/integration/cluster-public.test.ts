@@ -116,6 +116,20 @@ run('cluster public records', () => {
     expect((await pub(b, '/public/agents/acme/priv')).status).toBe(404);
   }, 30_000);
 
+  it('coalesces: an org writing fast puts its keys at most once per 250 ms interval', async () => {
+    const jsm = await jetstreamManager(nc);
+    const before = (await jsm.streams.info(STREAM)).state.last_seq;
+    const started = Date.now();
+    for (let i = 0; i < 60; i++) expect((await call(a.url, 'POST', '/events/', { body: event(i % 2 === 0 ? 'pub' : 'other') })).status).toBe(200);
+    const want = await records('pub');
+    await until('the last write to be published', async () => (await pub(b, '/public/agents/acme/pub')).body.ledger_records === want);
+    const intervals = Math.ceil((Date.now() - started) / 250) + 1;
+    // Each flush writes at most the org's three keys (two agents, then the org).
+    const puts = (await jsm.streams.info(STREAM)).state.last_seq - before;
+    expect(puts).toBeGreaterThan(0);
+    expect(puts).toBeLessThanOrEqual(3 * intervals);
+  }, 30_000);
+
   it('answers 304 to a current ETag on either node, and the new body to a stale one', async () => {
     const first = await pub(b, '/public/agents/acme');
     const etag = first.headers.get('etag')!;
