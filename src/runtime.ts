@@ -8,7 +8,7 @@ import { WriterShare } from './actors/writer-share.js';
 import { KeyedReads } from './http/keyed-reads.js';
 import { IntakePacer } from './http/intake-pacer.js';
 import { OrgActors } from './actors/org-actors.js';
-import { PublicRecords } from './actors/public-records.js';
+import { directorySources, PublicRecords } from './actors/public-records.js';
 import { startConsumers } from './actors/start-up.js';
 import { ReviewQueue } from './actors/review-queue.js';
 import { UsageMeter } from './actors/usage-meter.js';
@@ -235,7 +235,11 @@ async function start(config: Config, log: Logger, options: RuntimeOptions, lock:
   // Cluster mode: keyed reads are answered by the org's owner, as its writes are.
   const reads = cluster === null ? undefined : new KeyedReads({ node: cluster.config.node, owns: (org) => cluster.owns(org), caughtUp: (org) => cluster.caughtUp(org), commands, registry, log });
   if (cluster === null) commands.serve(ownerHandler(actors, deliveries), { owns: () => true });
-  else cluster.serve(actors, deliveries, reads);
+  else {
+    // Public reads answer from the records the orgs' owners publish, never from a forward.
+    cluster.publishPublicRecords(directory);
+    cluster.serve(actors, deliveries, reads);
+  }
   // Checkpoints now and then bound the replay after a crash; a clean stop saves them too.
   let saved = new Map<string, number>();
   let saving: Promise<unknown> = Promise.resolve();
@@ -301,7 +305,7 @@ async function start(config: Config, log: Logger, options: RuntimeOptions, lock:
       registry,
       ledger: store.ledger,
       directory,
-      publicRecords: new PublicRecords(directory, served.appUrl, digest),
+      publicRecords: new PublicRecords(cluster?.stores.publicRecords ?? directorySources(directory), served.appUrl, digest),
       reviews,
       webhooks,
       webhookStore,

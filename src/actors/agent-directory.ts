@@ -30,6 +30,7 @@ export interface DirectorySnapshot {
  */
 export class AgentDirectory {
   private readonly orgs = new Map<string, OrgSummary>();
+  private readonly listeners: ((org: string) => void)[] = [];
 
   readonly onCommitted: ProjectionHandler = (org, rows) => {
     let entry = this.orgs.get(org);
@@ -66,7 +67,13 @@ export class AgentDirectory {
     }
     const last = rows[rows.length - 1];
     if (last !== undefined) entry.head = last.chainHash.toString('hex');
+    for (const listener of this.listeners) listener(org);
   };
+
+  /** Calls `listener` after each batch of an org's committed rows is applied (cluster mode's public publisher). */
+  onChange(listener: (org: string) => void): void {
+    this.listeners.push(listener);
+  }
 
   /** The org's state as plain data, for a checkpoint. */
   snapshot(org: string): DirectorySnapshot | undefined {

@@ -1,15 +1,41 @@
 import { createHash } from 'node:crypto';
-import { isListed, toPublicRecord, type PublicRecord } from '../domain/public-record.js';
-import type { AgentDirectory, AgentSummary } from './agent-directory.js';
+import { isListed, toPublicRecord, type PublicRecord, type PublicSource } from '../domain/public-record.js';
+import type { AgentDirectory } from './agent-directory.js';
 
 export interface Rendered {
   json: string;
   etag: string;
 }
 
+/** What public reads are made of for one org: its agents (listed or not) and its ledger head. */
+export interface PublicOrg {
+  agents: ReadonlyMap<string, PublicSource>;
+  head: string | null;
+  /** Changes whenever the agents or the head may have: rendered answers are kept until it does. */
+  version: number;
+}
+
+/**
+ * Where public reads come from: the node's own projection (embedded mode), or the bucket the
+ * orgs' owners publish to (cluster mode, KvPublicRecords). Reads are synchronous, from memory.
+ */
+export interface PublicSources {
+  org(org: string): PublicOrg | undefined;
+}
+
+/** The embedded source: the agent directory, versioned by the org's ledger length. */
+export function directorySources(directory: AgentDirectory): PublicSources {
+  return {
+    org(org) {
+      const summary = directory.org(org);
+      return summary === undefined ? undefined : { agents: summary.agents, head: summary.head, version: summary.length };
+    },
+  };
+}
+
 interface OrgCache {
-  length: number;
-  listed: AgentSummary[] | null;
+  version: number;
+  listed: PublicSource[] | null;
   records: Map<string, Rendered>;
   lists: Map<string, Rendered>;
 }
@@ -18,8 +44,8 @@ const MAX_LISTS_PER_ORG = 64;
 
 /**
  * Public agent records, served from memory. Every change to an agent, and every new ledger head,
- * is a committed row of its org, so an org's ledger length versions all of its public answers: a
- * rendered answer (with its ETag) is reused until the org's next commit. The ETag is a digest of
+ * changes its org's version (embedded: a committed row, so the ledger length), so a rendered
+ * answer (with its ETag) is reused until the org's next version. The ETag is a digest of
  * the answer's bytes alone, taken once per rendering: a validator carrying the ledger length
  * would tell anyone how many records the org's private agents write.
  */
@@ -27,14 +53,14 @@ export class PublicRecords {
   private readonly cache = new Map<string, OrgCache>();
 
   constructor(
-    private readonly directory: AgentDirectory,
+    private readonly sources: PublicSources,
     private readonly appUrl: string,
     private readonly policyDigest: string,
   ) {}
 
   /** The public record of a listed agent, or undefined (not public, retired, unknown). */
   record(org: string, agentId: string): PublicRecord | undefined {
-    const summary = this.directory.org(org);
+    const summary = this.sources.org(org);
     const agent = summary?.agents.get(agentId);
     if (summary === undefined || agent === undefined || !isListed(agent)) return undefined;
     return toPublicRecord(org, agent, summary.head, this.appUrl, this.policyDigest);
@@ -60,7 +86,7 @@ export class PublicRecords {
     const key = `${limit}:${offset}`;
     let rendered = cache.lists.get(key);
     if (rendered === undefined) {
-      const summary = this.directory.org(org)!;
+      const summary = this.sources.org(org)!;
       cache.listed ??= [...summary.agents.values()].filter(isListed).sort((a, b) => (a.agent_id < b.agent_id ? -1 : 1));
       if (cache.listed.length === 0) return undefined;
       const agents = cache.listed
@@ -74,11 +100,11 @@ export class PublicRecords {
   }
 
   private orgCache(org: string): OrgCache | undefined {
-    const summary = this.directory.org(org);
+    const summary = this.sources.org(org);
     if (summary === undefined) return undefined;
     let cache = this.cache.get(org);
-    if (cache === undefined || cache.length !== summary.length) {
-      cache = { length: summary.length, listed: null, records: new Map(), lists: new Map() };
+    if (cache === undefined || cache.version !== summary.version) {
+      cache = { version: summary.version, listed: null, records: new Map(), lists: new Map() };
       this.cache.set(org, cache);
     }
     return cache;

@@ -4,6 +4,7 @@ import { connect, type NatsConnection } from '@nats-io/transport-node';
 import type { AppendOutcome, BatchHandler, CommittedBatch, Fence, LedgerCapability, LedgerLog, Position, Subscription } from '../bus/ledger-log.js';
 import type { NotOwner } from '../bus/messages.js';
 import type { LedgerRow } from '../domain/ledger.js';
+import type { AgentDirectory } from '../actors/agent-directory.js';
 import type { DeliveryActor } from '../actors/delivery-actor.js';
 import type { DeliveryScope } from '../actors/delivery-scope.js';
 import type { OrgActors } from '../actors/org-actors.js';
@@ -21,6 +22,7 @@ import { LedgerReplica } from './ledger-replica.js';
 import { NatsCommandRouter } from './nats-command-router.js';
 import { PartitionLeases } from './partition-leases.js';
 import { partitionOf } from './partition.js';
+import { PublicPublisher } from './public-publisher.js';
 
 /**
  * How long a writer's answers wait for a batch's deliveries to be stored in the webhook stream:
@@ -75,6 +77,7 @@ class WriterLog implements LedgerLog {
 export class ClusterNode {
   /** The log the org writers append to. */
   readonly writerLog: LedgerLog;
+  private publisher: PublicPublisher | null = null;
 
   private constructor(
     readonly config: ClusterConfig,
@@ -190,6 +193,25 @@ export class ClusterNode {
     this.leases.start();
   }
 
+  /**
+   * Publishes the public records of the orgs this node owns from `directory` (see
+   * PublicPublisher): each org whose rows it applies, and every org of a partition gained. Called
+   * before `serve`, so the partitions first won are published too.
+   */
+  publishPublicRecords(directory: AgentDirectory): void {
+    const partitions = this.config.partitions;
+    const publicRecords = this.stores.publicRecords;
+    const publisher = new PublicPublisher(publicRecords, (org) => directory.org(org), { owns: (org) => this.owns(org), log: this.log });
+    directory.onChange((org) => publisher.changed(org));
+    this.leases.onChange(({ gained }) => {
+      if (gained.length === 0) return;
+      const orgs = new Set([...directory.orgNames(), ...publicRecords.orgNames()]);
+      publisher.markAll([...orgs].filter((org) => gained.includes(partitionOf(org, partitions))));
+    });
+    publisher.start();
+    this.publisher = publisher;
+  }
+
   /** Whether this node owns `org` now (holds its partition's lease). */
   owns(org: string): boolean {
     return this.leases.owns(partitionOf(org, this.config.partitions));
@@ -199,9 +221,10 @@ export class ClusterNode {
     return this.leases.owned();
   }
 
-  /** Releases the leases first (another node takes the partitions at once), then the rest. */
+  /** Publishes the public records left, releases the leases (another node takes the partitions at once), then the rest. */
   async close(): Promise<void> {
-    const steps: (() => Promise<unknown>)[] = [() => this.leases.close(), () => this.commands.close(), () => this.webhooks.replica.close(), () => this.replica.close(), () => this.ledger.close(), () => this.stores.close(), () => this.nc.drain()];
+    // The public records first: the last flush needs the leases it publishes under.
+    const steps: (() => Promise<unknown>)[] = [async () => this.publisher?.close(), () => this.leases.close(), () => this.commands.close(), () => this.webhooks.replica.close(), () => this.replica.close(), () => this.ledger.close(), () => this.stores.close(), () => this.nc.drain()];
     for (const step of steps) {
       try {
         await step();

@@ -2,6 +2,7 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { KvCheckpointBoard } from './kv-checkpoint-board.js';
 import type { KvBucketOptions } from './kv-mirror.js';
 import { KvRegistryStore, type RegistryBuckets } from './kv-registry-store.js';
+import { KvPublicRecords } from './kv-public-records.js';
 import { KvScoringKeyStore } from './kv-scoring-key-store.js';
 import { KvStudioAgentStore } from './kv-studio-agent-store.js';
 import { openAll } from './open-all.js';
@@ -13,6 +14,8 @@ export interface ClusterStores {
   studioAgents: KvStudioAgentStore;
   /** The largest checkpoint of each org any node signed (DESIGN §10 in cluster mode). */
   checkpoints: KvCheckpointBoard;
+  /** The public records the orgs' owners publish: what public reads answer from. */
+  publicRecords: KvPublicRecords;
   /** Stops the watches; the connection stays open (it is the caller's). */
   close(): Promise<void>;
 }
@@ -26,6 +29,8 @@ export interface ClusterBuckets extends RegistryBuckets {
   studioAgents: string;
   /** Default `vigil_checkpoints`. */
   checkpoints: string;
+  /** Default `vigil_public`. */
+  publicRecords: string;
 }
 
 export interface ClusterStoreOptions extends KvBucketOptions {
@@ -40,19 +45,21 @@ export interface ClusterStoreOptions extends KvBucketOptions {
  */
 export async function openClusterStores(nc: NatsConnection, options: ClusterStoreOptions): Promise<ClusterStores> {
   const { buckets = {}, ...bucketOptions } = options;
-  const [registry, scoringKeys, studioAgents, checkpoints] = await openAll([
+  const [registry, scoringKeys, studioAgents, checkpoints, publicRecords] = await openAll([
     KvRegistryStore.open(nc, { ...bucketOptions, buckets: { orgs: buckets.orgs, keys: buckets.keys, keyUses: buckets.keyUses } }),
     KvScoringKeyStore.open(nc, { ...bucketOptions, buckets: { keys: buckets.scoringKeys, uses: buckets.scoringUses } }),
     KvStudioAgentStore.open(nc, { ...bucketOptions, bucket: buckets.studioAgents }),
     KvCheckpointBoard.open(nc, { ...bucketOptions, bucket: buckets.checkpoints }),
+    KvPublicRecords.open(nc, { ...bucketOptions, bucket: buckets.publicRecords }),
   ]);
   return {
     registry,
     scoringKeys,
     studioAgents,
     checkpoints,
+    publicRecords,
     close: async () => {
-      await Promise.all([registry.close(), scoringKeys.close(), studioAgents.close(), checkpoints.close()]);
+      await Promise.all([registry.close(), scoringKeys.close(), studioAgents.close(), checkpoints.close(), publicRecords.close()]);
     },
   };
 }

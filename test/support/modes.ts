@@ -36,9 +36,10 @@ export interface ModeServers {
   readonly cliEnv: Record<string, string>;
   /**
    * Cluster mode: waits until every node knows each of `keys` (KV watches deliver within
-   * milliseconds, not at once) and holds each key's org's last batch (a keyed read's
-   * read-your-writes step), so public reads, which serve from memory and may trail by the
-   * replication lag (DESIGN §8), see every acknowledged write. Embedded mode: nothing to wait for.
+   * milliseconds, not at once) and shows the public records each key's org's owner published
+   * for its last write (public reads come from the owners' coalesced publishing and trail by up
+   * to a flush interval plus the KV's lag), so public reads see every acknowledged write.
+   * Embedded mode: nothing to wait for.
    */
   settle(...keys: string[]): Promise<void>;
   /**
@@ -143,6 +144,37 @@ async function until(what: string, ok: () => Promise<boolean>, ms = WAIT_MS): Pr
   }
 }
 
+/**
+ * Waits until every node's public records of the key's org show the owner's view (an owner
+ * publishes them every 250 ms): none when no agent is listed, else a list of as many agents whose
+ * records name the org's current head (a flush appears whole, so the head tells its length). Read
+ * through HTTP on the owner (node 2); a key that may not read the audit export is not checked.
+ */
+async function publicSettled(nodes: readonly TestServer[], key: string): Promise<void> {
+  const owner = nodes[nodes.length - 1]!.url;
+  const tail = await call(owner, 'GET', '/audit/export?since_seq=1000000000', { key });
+  if (tail.status === 403) return;
+  if (tail.status !== 200) throw new Error(`GET /audit/export on ${owner}: ${tail.status} ${tail.text}`);
+  const length = Number(tail.headers.get('x-vigil-ledger-head-seq'));
+  if (length === 0) return;
+  const head = JSON.parse((await call(owner, 'GET', `/audit/export?since_seq=${length - 1}`, { key })).text.trim()).chain_hash as string;
+  const org = (await call(owner, 'GET', '/orgs/me', { key })).body.slug as string;
+  let listed = 0;
+  for (let offset = 0, total = 1; offset < total; offset += 100) {
+    const page = (await call(owner, 'GET', `/agents?limit=100&offset=${offset}`, { key })).body as { total: number; agents: { public: boolean; is_active: boolean }[] };
+    total = page.total;
+    listed += page.agents.filter((a) => a.public && a.is_active).length;
+  }
+  // The owner first: the other nodes' watches then trail it by milliseconds.
+  for (const node of [...nodes].reverse()) {
+    await until(`node ${node.url} to show the public records of ${org} at its head`, async () => {
+      const res = await call(node.url, 'GET', `/public/agents/${org}?limit=1`, { key: null });
+      if (listed === 0) return res.status === 404;
+      return res.status === 200 && res.body.total === listed && res.body.agents[0]?.ledger_head === head;
+    });
+  }
+}
+
 async function startCluster(env: Record<string, string>): Promise<ModeServers> {
   const nats: NatsServers = await startNats({ nodes: 1 });
   const dirs = [tempDir('vigil-node1-'), tempDir('vigil-node2-')] as const;
@@ -219,6 +251,7 @@ async function startCluster(env: Record<string, string>): Promise<ModeServers> {
             return true;
           });
         }
+        await publicSettled(running(), key);
       }
     },
     eventually: (what, ok) => until(what, ok, 5_000),
