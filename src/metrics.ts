@@ -128,7 +128,7 @@ export class Metrics {
     if (forwarded !== undefined) {
       new Counter({
         name: 'vigil_commands_forwarded_total',
-        help: 'Cluster mode: commands (an ingest frame\'s or request\'s, one per org) this node sent to the node owning the org, not its own writer. Owner-aware clients keep it near 0.',
+        help: 'Cluster mode: commands (a request, a slice of up to 128 events of a batch or frame, a forwarded keyed read) this node sent to the node owning the org, not its own writer. Owner-aware clients keep it near 0.',
         registers,
         collect() {
           this.reset();

@@ -317,7 +317,7 @@ async function start(config: Config, log: Logger, options: RuntimeOptions, lock:
       scoringKeys: cluster?.stores.scoringKeys ?? new LmdbScoringKeyStore(store.env),
       now,
       metrics: metrics === null || config.metrics === null ? null : { metrics, token: config.metrics.token },
-      intake: new IntakePacer(INTAKE_SLICE_EVENTS, INTAKE_WINDOW_EVENTS),
+      intake: new IntakePacer(Math.min(INTAKE_SLICE_EVENTS, config.maxPendingPerOrg), Math.min(INTAKE_WINDOW_EVENTS, config.maxPendingPerOrg), config.maxPendingPerOrg),
       verifyChain: (org, length, agentId, watchHead) => verifyChain(store.ledger, org, length, agentId, watchHead),
     };
   }).catch((error: unknown) => {

@@ -54,15 +54,17 @@ export interface ReadForwardCommand {
   key: { id: string; hash: string };
 }
 
-/** A forwarded read's answer, as the owner wrote it. */
-export interface ForwardedAnswer {
-  status: number;
-  contentType: string;
-  headers: Record<string, string>;
-  body: string;
-  /** The body is bytes, base64-encoded. */
-  base64?: true;
-}
+/** A forwarded read's answer, as the owner wrote it; or word that it is too large to carry. */
+export type ForwardedAnswer =
+  | {
+      status: number;
+      contentType: string;
+      headers: Record<string, string>;
+      body: string;
+      /** The body is bytes, base64-encoded. */
+      base64?: true;
+    }
+  | { tooLarge: true };
 
 /** What an org's writer takes: ledger commands, one at a time or events several at once. */
 export type WriterCommand = LedgerCommand | EventsIngestCommand;

@@ -75,7 +75,7 @@ export class OwnerFinder {
       const map = (await res.json()) as Partial<MapAnswer>;
       if (typeof map.org !== 'string' || !Number.isInteger(map.partitions) || !Array.isArray(map.owners) || map.owners.length !== map.partitions) return null;
       const owner = map.owners[partitionOf(map.org, map.partitions)];
-      if (typeof owner !== 'string' || !/^https?:\/\//.test(owner)) return null;
+      if (typeof owner !== 'string' || !trusted(owner, this.options.url)) return null;
       const url = owner.replace(/\/+$/, '');
       return (this.avoid.get(url) ?? 0) > Date.now() ? null : url;
     } catch {
@@ -88,4 +88,28 @@ export class OwnerFinder {
     this.target = url;
     this.options.moved(url);
   }
+}
+
+/**
+ * Whether the key may be sent to `owner`, a URL the map named: never from https down to http, and
+ * never to a loopback or unspecified host unless the configured URL is one (a node that advertises
+ * `http://127.0.0.1:…` must not turn a client of `https://vigil.example` to its own machine).
+ */
+export function trusted(owner: string, configured: string): boolean {
+  let to: URL;
+  let from: URL;
+  try {
+    to = new URL(owner);
+    from = new URL(configured);
+  } catch {
+    return false;
+  }
+  if (to.protocol !== 'https:' && to.protocol !== 'http:') return false;
+  if (from.protocol === 'https:' && to.protocol !== 'https:') return false;
+  return !local(to.hostname) || local(from.hostname);
+}
+
+function local(host: string): boolean {
+  const h = host.replace(/^\[|\]$/g, '');
+  return h === 'localhost' || h === '0.0.0.0' || h === '::' || h === '::1' || h.startsWith('127.');
 }

@@ -10,8 +10,9 @@ import { chargeEvents } from './key-rate.js';
 import { RouteObserver } from './observe.js';
 import type { RateLimiter } from './rate-limit.js';
 import { authorize, type RouterDeps } from './router.js';
-import type { IntakeStep } from './intake-pacer.js';
-import { eventSteps, MAX_BATCH_EVENTS, prefersReceipt, type EventOutcome } from './routes/ingest.js';
+import { DEFAULT_DEADLINE_MS } from '../bus/command-router.js';
+import { eventSteps, overloaded, type EventOutcome } from './event-intake.js';
+import { MAX_BATCH_EVENTS, prefersReceipt } from './routes/ingest.js';
 import { StreamKeyWatch, type KeyClose, type WatchedStream } from './stream-keys.js';
 
 /** The stream's subprotocols (DESIGN §9): text frames of JSON (the default), or binary frames of msgpack. */
@@ -166,54 +167,45 @@ function endFor(ws: uws.WebSocket<StreamConn>, conn: StreamConn, close: KeyClose
 }
 
 /**
- * A frame, in its turn. Within the connection's limit of frames in flight, its answer's place is
- * taken now and the rest waits for the org's turn in the intake (IntakePacer): parsing, checking,
- * counting against the rate, then its events a slice at a time. Past the limit (or the frame
- * size) it is read now, only to be answered with its id.
+ * A frame, read as it comes: parsed and checked (an error frame answers it at once, in its turn),
+ * counted against the key's rate and against the org's bound on events waiting (past it,
+ * `overloaded` at once, nothing of it taken); then its answer's place is taken and its events go
+ * to the writer in the org's turns of the intake (IntakePacer), a slice at a time.
  */
 function take(ws: uws.WebSocket<StreamConn>, conn: StreamConn, bytes: Buffer, isBinary: boolean, context: StreamContext): void {
   const { deps } = context;
   const limit = deps.config.streamMaxFrames;
-  if (bytes.length > MAX_FRAME_BYTES || conn.inFlight >= limit) {
-    const frame = readFrame(conn, bytes, isBinary);
-    // In the order a frame is checked: readable, then its size, then its shape, then the limit.
-    if ('error' in frame && (frame.error.code === 'bad_request' || bytes.length <= MAX_FRAME_BYTES)) return answerNow(ws, conn, frame);
-    const message = bytes.length > MAX_FRAME_BYTES ? `a frame carries at most ${MAX_FRAME_BYTES} bytes; split it` : `at most ${limit} frames of a connection wait for their answers; send this one again later`;
-    return answerNow(ws, conn, { id: frame.id, error: { code: 'overloaded', message } });
+  const frame = readFrame(conn, bytes, isBinary);
+  // In the order a frame is checked: readable, then its size, then its shape, then the limits.
+  if ('error' in frame && (frame.error.code === 'bad_request' || bytes.length <= MAX_FRAME_BYTES)) return answerNow(ws, conn, frame);
+  if (bytes.length > MAX_FRAME_BYTES) return answerNow(ws, conn, { id: frame.id, error: { code: 'overloaded', message: `a frame carries at most ${MAX_FRAME_BYTES} bytes; split it` } });
+  if ('error' in frame) return answerNow(ws, conn, frame);
+  if (conn.inFlight >= limit) {
+    return answerNow(ws, conn, { id: frame.id, error: { code: 'overloaded', message: `at most ${limit} frames of a connection wait for their answers; send this one again later` } });
+  }
+  const org = conn.key.org;
+  try {
+    if (!deps.intake.admits(org, frame.events.length)) throw overloaded(org);
+    // Nothing of a refused frame is written: the client sends it again, with the same keys, after retry_after_seconds.
+    chargeEvents(context.limiter, conn.key.id, frame.events.length, deps.now());
+  } catch (error) {
+    return answerNow(ws, conn, { id: frame.id, error: frameError(errorResponse(error, deps.log)) });
   }
   const slot: StreamConn['answers'][number] = { frame: null, counts: true };
   conn.answers.push(slot);
   conn.inFlight++;
-  const answer = (frame: ServerFrame): void => {
-    slot.frame = frame;
+  const answer = (served: ServerFrame): void => {
+    slot.frame = served;
     flush(ws, conn);
   };
-  let events: IntakeStep | null = null;
-  deps.intake.pace(conn.key.org, () => {
-    if (events !== null) return events();
-    // The connection closed (or its key was revoked) while the frame waited: nothing of it is sent.
-    if (conn.gone.aborted) return null;
-    const frame = readFrame(conn, bytes, isBinary);
-    if ('error' in frame) {
-      answer(frame);
-      return null;
-    }
-    try {
-      // Nothing of a refused frame is written: the client sends it again, with the same keys, after retry_after_seconds.
-      chargeEvents(context.limiter, conn.key.id, frame.events.length, deps.now());
-    } catch (error) {
-      answer({ id: frame.id, error: frameError(errorResponse(error, deps.log)) });
-      return null;
-    }
-    const ingest = { org: conn.key.org, events: frame.events, connection: conn.gone, receipt: conn.receipt, transport: 'stream' as const };
-    events = eventSteps(deps, ingest, (outcomes) => {
-      outcomes.then(
-        (results) => answer({ id: frame.id, results }),
-        (error: unknown) => answer({ id: frame.id, error: frameError(errorResponse(error, deps.log)) }),
-      );
-    });
-    return events();
+  const ingest = { org, events: frame.events, bytes: bytes.length, connection: conn.gone, receipt: conn.receipt, transport: 'stream' as const, deadline: deps.now() + DEFAULT_DEADLINE_MS };
+  const steps = eventSteps(deps, ingest, (outcomes) => {
+    outcomes.then(
+      (results) => answer({ id: frame.id, results }),
+      (error: unknown) => answer({ id: frame.id, error: frameError(errorResponse(error, deps.log)) }),
+    );
   });
+  deps.intake.pace(org, steps, frame.events.length);
 }
 
 /** A frame's id and events, or the error frame that answers it. */

@@ -14,7 +14,9 @@ export interface IntakeSlice {
 export type IntakeStep = () => IntakeSlice | null;
 
 interface OrgIntake {
-  steps: IntakeStep[];
+  steps: { step: IntakeStep; left: number }[];
+  /** Events of the queued ingests not sent yet. */
+  queued: number;
   /** Commands sent and not answered yet. */
   outstanding: number;
 }
@@ -41,16 +43,32 @@ export class IntakePacer {
   constructor(
     readonly sliceEvents: number,
     readonly windowEvents: number,
+    /** An org's events queued here or unanswered past which a new ingest is refused (VIGIL_MAX_PENDING). */
+    readonly maxPendingEvents: number,
   ) {}
 
   /**
-   * Queues an ingest's steps behind the org's earlier ones. `now`: an ingest of one slice, run at
-   * once when the org has nothing queued and room (a small request pays no extra turn).
+   * Whether an ingest of `events` more fits the org's bound on events waiting (queued here, or
+   * sent and unanswered); one that does not is refused `overloaded` before anything of it is
+   * taken, as the writer refuses commands past VIGIL_MAX_PENDING. Nothing of the org waiting, any
+   * ingest is taken.
    */
-  pace(org: string, step: IntakeStep, now = false): void {
+  admits(org: string, events: number): boolean {
+    const intake = this.orgs.get(org);
+    // One ingest larger than the bound is taken when nothing else of the org waits (its slices fit).
+    return intake === undefined || intake.queued + intake.outstanding + events <= this.maxPendingEvents;
+  }
+
+  /**
+   * Queues an ingest of `events` behind the org's earlier ones (admitted first: see `admits`).
+   * `now`: an ingest of one slice, run at once when the org has nothing queued and room (a small
+   * request pays no extra turn).
+   */
+  pace(org: string, step: IntakeStep, events: number, now = false): void {
     let intake = this.orgs.get(org);
-    if (intake === undefined) this.orgs.set(org, (intake = { steps: [], outstanding: 0 }));
-    intake.steps.push(step);
+    if (intake === undefined) this.orgs.set(org, (intake = { steps: [], queued: 0, outstanding: 0 }));
+    intake.steps.push({ step, left: events });
+    intake.queued += events;
     if (now && intake.steps.length === 1 && intake.outstanding < this.windowEvents) {
       this.run(org, intake);
       return;
@@ -83,17 +101,22 @@ export class IntakePacer {
   };
 
   private run(org: string, intake: OrgIntake): void {
-    const step = intake.steps[0]!;
+    const entry = intake.steps[0]!;
     let slice: IntakeSlice | null;
     try {
-      slice = step();
+      slice = entry.step();
     } catch {
       // A step reports its own failures to its caller; one that throws has ended.
       slice = null;
     }
-    if (slice === null || slice.last) intake.steps.shift();
-    if (slice !== null && slice.sent > 0) {
-      const { sent } = slice;
+    const sent = slice === null ? 0 : Math.min(slice.sent, entry.left);
+    entry.left -= sent;
+    intake.queued -= sent;
+    if (slice === null || slice.last) {
+      intake.steps.shift();
+      intake.queued -= entry.left;
+    }
+    if (slice !== null && sent > 0) {
       intake.outstanding += sent;
       const settle = (): void => {
         intake.outstanding -= sent;

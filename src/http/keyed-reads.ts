@@ -8,10 +8,10 @@ import { errorResponse } from './errors.js';
 import type { Route, RouteContext, RouteResult } from './router.js';
 
 /**
- * The most bytes of body a forwarded read carries back (core NATS takes 1 MiB a message by
- * default; base64 and the JSON around it grow the body by a third at most).
+ * The most bytes a forwarded read's answer is, encoded (core NATS takes 1 MiB a message by
+ * default, and the reply's framing is around it). A larger one is answered by the node asked.
  */
-export const MAX_FORWARDED_BODY = 640 * 1024;
+export const MAX_FORWARDED_BYTES = 768 * 1024;
 
 /** The header naming the node that answered a forwarded read. */
 export const ANSWERED_BY = 'x-vigil-answered-by';
@@ -72,6 +72,11 @@ export class KeyedReads {
       key: { id: ctx.key.id, hash: ctx.key.hash },
     };
     const answer = unwrap(await this.o.commands.request(command, { abandoned: ctx.connection }));
+    if ('tooLarge' in answer) {
+      // Too large for one message: answered here, from this node's copy once caught up.
+      await this.o.caughtUp(org);
+      return route.handler(ctx);
+    }
     const result = answer.base64 === true ? { bytes: Buffer.from(answer.body, 'base64') } : { text: answer.body };
     return { status: answer.status, contentType: answer.contentType, headers: answer.headers, ...result };
   }
@@ -96,6 +101,7 @@ export class KeyedReads {
       await this.o.caughtUp(command.org);
       const answer = written(await route.handler(ctx));
       answer.headers = { ...answer.headers, [ANSWERED_BY]: this.o.node };
+      if (Buffer.byteLength(JSON.stringify(answer)) > MAX_FORWARDED_BYTES) return { ok: true, value: { tooLarge: true } };
       return { ok: true, value: answer };
     } catch (error) {
       const { status, body, headers } = errorResponse(error, this.o.log);
@@ -105,16 +111,13 @@ export class KeyedReads {
 }
 
 /** A route's result as a forwarded read carries it back. */
-function written(result: RouteResult): ForwardedAnswer {
+function written(result: RouteResult): Exclude<ForwardedAnswer, { tooLarge: true }> {
   const status = result.status ?? 200;
   const headers = result.headers ?? {};
-  let answer: ForwardedAnswer;
+  let answer: Exclude<ForwardedAnswer, { tooLarge: true }>;
   if ('lines' in result) throw new Error('a streamed answer cannot be forwarded: mark its route forward: false');
   else if ('bytes' in result) answer = { status, contentType: result.contentType, headers, body: result.bytes.toString('base64'), base64: true };
   else if ('text' in result) answer = { status, contentType: result.contentType, headers, body: result.text };
   else answer = { status, contentType: 'application/json', headers, body: result.body === undefined ? '' : JSON.stringify(result.body) };
-  if (answer.body.length > MAX_FORWARDED_BODY) {
-    throw new VigilError('unavailable', `the answer is too large to forward (${answer.body.length} bytes); ask the org's owner node`, undefined, { retryAfterSeconds: 1 });
-  }
   return answer;
 }

@@ -195,7 +195,7 @@ export class NatsCommandRouter implements CommandRouter {
     };
     const gate = entry.gate;
     const decided = gate !== null ? gate.then(() => this.first(command, options, deadline, waits)) : this.first(command, options, deadline, waits);
-    const reply = this.answeredBy(decided, org, deadline + this.timings.answerGraceMs);
+    const reply = this.answeredBy(decided, org, deadline + this.timings.answerGraceMs, command.type === 'read.forward');
     const settle = (): void => {
       answered();
       void sent.then(() => {
@@ -230,8 +230,8 @@ export class NatsCommandRouter implements CommandRouter {
    * is decided only if its writer launched it before the deadline (a writer refuses, unrecorded,
    * a command past it), and a batch being written then may still land.
    */
-  private answeredBy<C extends OrgCommand>(decided: Promise<ReplyTo<C>>, org: string, by: number): Promise<ReplyTo<C>> {
-    return within(decided, by - this.now(), () => unknownOutcome<C>(org));
+  private answeredBy<C extends OrgCommand>(decided: Promise<ReplyTo<C>>, org: string, by: number, read: boolean): Promise<ReplyTo<C>> {
+    return within(decided, by - this.now(), () => (read ? readTimedOut<C>(org) : unknownOutcome<C>(org)));
   }
 
   async close(): Promise<void> {
@@ -272,7 +272,7 @@ export class NatsCommandRouter implements CommandRouter {
         // Signals already here are read even past the deadline: an `accepted` among them binds.
         const left = Math.max(0, deadline - this.now());
         const signal = await mailbox.next(accepted ? 3 * this.timings.heartbeatMs : Math.min(left, this.timings.resendMs));
-        const outcome = this.read<C>(signal, accepted, command.org);
+        const outcome = this.read<C>(signal, accepted, command.org, command.type === 'read.forward');
         if (outcome !== null) return outcome;
         // Answered by request() already (unknown outcome): stop listening for an owner still deciding.
         if (accepted && this.now() > deadline + this.timings.answerGraceMs) return { kind: 'late' };
@@ -296,7 +296,7 @@ export class NatsCommandRouter implements CommandRouter {
   }
 
   /** What a signal ends the attempt with, or null if it goes on. */
-  private read<C extends OrgCommand>(signal: Signal, accepted: boolean, org: string): Outcome<C> | null {
+  private read<C extends OrgCommand>(signal: Signal, accepted: boolean, org: string, isRead: boolean): Outcome<C> | null {
     switch (signal.t) {
       case 'reply':
         return signal.reply.ok || signal.reply.code !== 'not_owner' ? { kind: 'reply', reply: signal.reply as ReplyTo<C> } : { kind: 'again' };
@@ -309,7 +309,7 @@ export class NatsCommandRouter implements CommandRouter {
         if (accepted) throw new Error(`NatsCommandRouter closed while the writer of org ${org} decided a command; it may have been recorded`);
         return { kind: 'late' };
       case 'silence':
-        if (accepted) throw new OwnerLostError(org);
+        if (accepted) throw isRead ? new VigilError('unavailable', `the owner of org ${org} went silent while answering the read; retry`, undefined, { retryAfterSeconds: 1 }) : new OwnerLostError(org);
         return null;
       default:
         return null;
@@ -342,6 +342,11 @@ function unknownOutcome<C extends OrgCommand>(org: string): ReplyTo<C> {
     code: 'unavailable',
     message: `the writer of org ${org} did not answer by the deadline: if it was writing the command then, it may have been recorded; retry with the same Idempotency-Key`,
   };
+}
+
+/** A forwarded read the owner did not answer in time: a read records nothing, so a retry is all. */
+function readTimedOut<C extends OrgCommand>(org: string): ReplyTo<C> {
+  return { ok: false, code: 'unavailable', message: `the owner of org ${org} did not answer the read by its deadline; retry` };
 }
 
 function noOwner<C extends OrgCommand>(org: string): ReplyTo<C> {

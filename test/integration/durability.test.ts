@@ -202,4 +202,57 @@ describe('overload', () => {
       removeDir(s.dataDir);
     }
   });
+
+  it('refuses whole batches past VIGIL_MAX_PENDING (429, nothing of them taken), and a batch is recorded in order or cut short, never with a hole', async () => {
+    const s = await startServer({ VIGIL_MAX_PENDING: '2000' });
+    try {
+      await call(s.url, 'POST', '/agents/', { body: { agent_id: 'o', name: 'O' } });
+      const batch = (b: number) => ({ events: Array.from({ length: 1000 }, (_, i) => ({ agent_id: 'o', event_type: 'output_generated', payload: { b, i } })) });
+      const results = await Promise.all(Array.from({ length: 20 }, (_, b) => call(s.url, 'POST', '/events/batch', { body: batch(b) })));
+      const taken = results.filter((r) => r.status === 200);
+      const refused = results.filter((r) => r.status === 429);
+      expect(taken.length + refused.length).toBe(20);
+      expect(refused.length).toBeGreaterThan(0);
+      expect(refused[0]!.body.error.code).toBe('overloaded');
+      expect(refused[0]!.headers.get('retry-after')).toBe('1');
+      let recorded = 0;
+      for (const r of taken) {
+        const outcomes = r.body.results as { event_id?: number; error?: { code: string } }[];
+        // Accepted events first, then (if any) refusals to the end: never an event recorded after a refused one.
+        const firstRefused = outcomes.findIndex((o) => o.error !== undefined);
+        if (firstRefused !== -1) expect(outcomes.slice(firstRefused).every((o) => o.error !== undefined)).toBe(true);
+        const ids = outcomes.filter((o) => o.event_id !== undefined).map((o) => o.event_id!);
+        expect(ids).toEqual([...ids].sort((x, y) => x - y));
+        recorded += ids.length;
+      }
+      const rows = parseLines((await call(s.url, 'GET', '/audit/export')).text);
+      expect(rows.filter((r) => r.kind === 'event').length).toBe(recorded);
+    } finally {
+      await s.close();
+      removeDir(s.dataDir);
+    }
+  });
+
+  it('keeps a batch in order when the writer refuses part of it: the refused events are a suffix', async () => {
+    // The writer's own bound (below a slice's 128 events the slice shrinks to fit), with single
+    // events filling its queue while the batch goes in slices.
+    const s = await startServer({ VIGIL_MAX_PENDING: '200' });
+    try {
+      await call(s.url, 'POST', '/agents/', { body: { agent_id: 'o', name: 'O' } });
+      const one = (i: number) => call(s.url, 'POST', '/events/', { body: { agent_id: 'o', event_type: 'output_generated', payload: { i } } });
+      const singles = Array.from({ length: 400 }, (_, i) => one(i));
+      const batch = await call(s.url, 'POST', '/events/batch', { body: { events: Array.from({ length: 1000 }, (_, i) => ({ agent_id: 'o', event_type: 'output_generated', payload: { i } })) } });
+      await Promise.all(singles);
+      if (batch.status === 200) {
+        const outcomes = batch.body.results as { event_id?: number; error?: unknown }[];
+        const firstRefused = outcomes.findIndex((o) => o.error !== undefined);
+        if (firstRefused !== -1) expect(outcomes.slice(firstRefused).every((o) => o.error !== undefined)).toBe(true);
+      } else {
+        expect(batch.status).toBe(429);
+      }
+    } finally {
+      await s.close();
+      removeDir(s.dataDir);
+    }
+  });
 });
