@@ -141,10 +141,15 @@ export class OrgLedgerActor {
 
   private queued(): void {
     this.options.share?.set(this.org, true);
-    if (!this.scheduled) {
-      this.scheduled = true;
-      setImmediate(this.pumpLater);
-    }
+    this.pumpAtTurnEnd();
+  }
+
+  /** Launches what waits at the end of this event-loop turn: with the other writers' launches where they share a disk (WriterShare). */
+  private pumpAtTurnEnd(): void {
+    if (this.scheduled) return;
+    this.scheduled = true;
+    if (this.options.share === undefined) setImmediate(this.pumpLater);
+    else this.options.share.schedule(this.pumpLater);
   }
 
   /** Commands waiting or in flight (GET /metrics' writer queue depth). */
@@ -259,7 +264,10 @@ export class OrgLedgerActor {
   /** After a batch settled or a recovery: checkpoints waiting get the state, and waiting commands go. */
   private resume(): void {
     if (this.inflight === 0 && this.snapshotWaiters.length > 0) this.resolveSnapshotWaiters();
-    this.pump();
+    // Beside other writers, what waits goes with theirs at the end of the turn (one write for the
+    // batches of every org whose appends settled meanwhile), not in a write of its own now.
+    if (this.options.share === undefined) this.pump();
+    else if (this.queue.length > 0) this.pumpAtTurnEnd();
     if (this.depth === 0) this.options.share?.set(this.org, false);
   }
 
