@@ -25,6 +25,8 @@ export type { OrgActorOptions };
  * of this one's throughput).
  */
 const SHARED_BATCH_DIVISOR = 4;
+/** Idempotency keys of durable rows a writer keeps in memory by default (see OrgActorOptions.recentKeysKept). */
+const RECENT_KEYS_KEPT = 10_000;
 const UNAVAILABLE: OrgReply = { ok: false, code: 'unavailable', message: 'the ledger could not be written; nothing was recorded, retry' };
 /** An append refused by the fence: another writer appended first. */
 const CONFLICT = 'the ledger was written by another writer';
@@ -83,7 +85,7 @@ export class OrgLedgerActor {
   /** On a log with pipelined appends: the fence an append will return, known before it is made. */
   private readonly foretell: ((rows: readonly LedgerRow[]) => Fence) | undefined;
   /** Idempotency keys decided lately here (not all in the store yet), then the store's index. */
-  private readonly recentKeys = new RecentKeys();
+  private readonly recentKeys: RecentKeys;
   private readonly keys: IdempotencyKeys = {
     find: (key) => this.recentKeys.get(key) ?? this.options.findKey?.(this.org, key),
     add: (key, keyed) => this.recentKeys.add(key, keyed),
@@ -99,6 +101,7 @@ export class OrgLedgerActor {
     this.foretell = pipelined ? log.fenceAfter?.bind(log) : undefined;
     this.maxInflight = pipelined ? (options.maxInflight ?? 8) : 1;
     this.maxBatch = options.maxBatch ?? Infinity;
+    this.recentKeys = new RecentKeys(options.recentKeysKept ?? RECENT_KEYS_KEPT);
   }
 
   static async start(org: string, log: LedgerLog, options: OrgActorOptions): Promise<OrgLedgerActor> {
