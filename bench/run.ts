@@ -5,7 +5,8 @@
  * (bench/targets.ts).
  * `npm run bench -- --only fairness|tenants|scale-out [--quick]`: only the fairness
  * (bench/fairness.ts), the many-tenant (bench/tenants.ts) or the scale-out (bench/scale-out.ts)
- * scenario, printed, not written to bench/results.
+ * scenario, printed, not written to bench/results. `--orgs <n>` sets the many-tenant org count
+ * (default 100, the issue's figure).
  */
 import { cpus } from 'node:os';
 import { fileURLToPath } from 'node:url';
@@ -42,6 +43,12 @@ const fairnessTiming = quick ? { rounds: 1, seconds: 3, warmupSeconds: 1, log } 
 const tenantTiming = quick ? { rounds: 1, seconds: 3, warmupSeconds: 1, connections: 64, log } : { rounds: 3, seconds: 5, warmupSeconds: 1, connections: 64, log };
 // 48 connections in all at every step: split evenly over 1, 2 and 3 nodes.
 const scaleOutTiming = quick ? { rounds: 1, seconds: 3, warmupSeconds: 1, connections: 48, log } : { rounds: 3, seconds: 8, warmupSeconds: 2, connections: 48, log };
+const orgsAt = process.argv.indexOf('--orgs');
+const tenantOrgs = orgsAt === -1 ? 100 : Number(process.argv[orgsAt + 1]);
+if (!Number.isInteger(tenantOrgs) || tenantOrgs < 2 || tenantOrgs > 1000) {
+  console.error('--orgs takes an integer from 2 to 1000');
+  process.exit(2);
+}
 const only = process.argv.indexOf('--only');
 if (only !== -1) {
   const scenario = process.argv[only + 1];
@@ -58,7 +65,7 @@ if (only !== -1) {
     process.exit(figures.steps.some((s) => s.errors > 0) ? 1 : 0);
   }
   if (scenario === 'tenants') {
-    const figures = await runTenants(tenantTiming);
+    const figures = await runTenants(tenantTiming, tenantOrgs);
     log(`\n${tenantsText(figures)}`);
     process.exit(0);
   }
@@ -76,7 +83,7 @@ const macro = await runMacro(quick ? { rounds: 1, seconds: 3, warmupSeconds: 1, 
 log('stream…');
 const streamed = await runStream(quick ? { rounds: 1, seconds: 3, warmupSeconds: 1, connections: 64, log } : { rounds: 3, seconds: 6, warmupSeconds: 1, connections: 64, log });
 log('many tenants…');
-const tenants = await runTenants(tenantTiming);
+const tenants = await runTenants(tenantTiming, tenantOrgs);
 log('fairness…');
 const fairness = await runFairness(fairnessTiming);
 log('scale-out…');

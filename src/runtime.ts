@@ -151,7 +151,7 @@ async function start(config: Config, log: Logger, options: RuntimeOptions, lock:
         );
   const actors = new OrgActors(ledger, {
     // Embedded, the writers share LMDB's one write thread (WriterShare); cluster writers append to the stream.
-    ...(cluster === null ? { share: new WriterShare() } : { fromReplay: false, onConflict: NOT_OWNER, afterAppendMs: AFTER_APPEND_MS }),
+    ...(cluster === null ? { share: new WriterShare((run) => local.together(run)), recentKeysKept: 0 } : { fromReplay: false, onConflict: NOT_OWNER, afterAppendMs: AFTER_APPEND_MS }),
     log,
     policy: POLICY_V1,
     policyDigest: digest,

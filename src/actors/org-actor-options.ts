@@ -64,6 +64,14 @@ export interface OrgActorOptions {
    * batches in flight, and in cluster mode rows the local replica has not received yet, are found.
    */
   findKey?: (org: string, key: string) => KeyedEvent | undefined;
+  /**
+   * How many idempotency keys of durable rows each writer keeps in memory beside those not durable
+   * yet (default 10,000): cluster mode's `findKey` reads a replica that trails the stream, so
+   * recent keys must be held; embedded, the store's index holds a key once its row is durable (one
+   * transaction), so none need be, and 10,000 per org held 100 orgs' million keys for the
+   * collector to walk.
+   */
+  recentKeysKept?: number;
   /** Told of each durable batch: its records, and the seconds from leaving the queue to durable (GET /metrics). */
   committed?: ((records: number, seconds: number) => void) | undefined;
 }

@@ -25,6 +25,8 @@ export type { OrgActorOptions };
  * of this one's throughput).
  */
 const SHARED_BATCH_DIVISOR = 4;
+/** Idempotency keys of durable rows a writer keeps in memory by default (see OrgActorOptions.recentKeysKept). */
+const RECENT_KEYS_KEPT = 10_000;
 const UNAVAILABLE: OrgReply = { ok: false, code: 'unavailable', message: 'the ledger could not be written; nothing was recorded, retry' };
 /** An append refused by the fence: another writer appended first. */
 const CONFLICT = 'the ledger was written by another writer';
@@ -83,7 +85,7 @@ export class OrgLedgerActor {
   /** On a log with pipelined appends: the fence an append will return, known before it is made. */
   private readonly foretell: ((rows: readonly LedgerRow[]) => Fence) | undefined;
   /** Idempotency keys decided lately here (not all in the store yet), then the store's index. */
-  private readonly recentKeys = new RecentKeys();
+  private readonly recentKeys: RecentKeys;
   private readonly keys: IdempotencyKeys = {
     find: (key) => this.recentKeys.get(key) ?? this.options.findKey?.(this.org, key),
     add: (key, keyed) => this.recentKeys.add(key, keyed),
@@ -99,6 +101,7 @@ export class OrgLedgerActor {
     this.foretell = pipelined ? log.fenceAfter?.bind(log) : undefined;
     this.maxInflight = pipelined ? (options.maxInflight ?? 8) : 1;
     this.maxBatch = options.maxBatch ?? Infinity;
+    this.recentKeys = new RecentKeys(options.recentKeysKept ?? RECENT_KEYS_KEPT);
   }
 
   static async start(org: string, log: LedgerLog, options: OrgActorOptions): Promise<OrgLedgerActor> {
@@ -141,10 +144,15 @@ export class OrgLedgerActor {
 
   private queued(): void {
     this.options.share?.set(this.org, true);
-    if (!this.scheduled) {
-      this.scheduled = true;
-      setImmediate(this.pumpLater);
-    }
+    this.pumpAtTurnEnd();
+  }
+
+  /** Launches what waits at the end of this event-loop turn: with the other writers' launches where they share a disk (WriterShare). */
+  private pumpAtTurnEnd(): void {
+    if (this.scheduled) return;
+    this.scheduled = true;
+    if (this.options.share === undefined) setImmediate(this.pumpLater);
+    else this.options.share.schedule(this.pumpLater);
   }
 
   /** Commands waiting or in flight (GET /metrics' writer queue depth). */
@@ -259,7 +267,10 @@ export class OrgLedgerActor {
   /** After a batch settled or a recovery: checkpoints waiting get the state, and waiting commands go. */
   private resume(): void {
     if (this.inflight === 0 && this.snapshotWaiters.length > 0) this.resolveSnapshotWaiters();
-    this.pump();
+    // Beside other writers, what waits goes with theirs at the end of the turn (one write for the
+    // batches of every org whose appends settled meanwhile), not in a write of its own now.
+    if (this.options.share === undefined) this.pump();
+    else if (this.queue.length > 0) this.pumpAtTurnEnd();
     if (this.depth === 0) this.options.share?.set(this.org, false);
   }
 

@@ -66,6 +66,12 @@ export interface LedgerLog {
   append(org: string, rows: readonly LedgerRow[], expected: Fence): Promise<AppendOutcome>;
   /** With `pipelined-appends` only: the fence an append of `rows` returns when it succeeds. */
   fenceAfter?(rows: readonly LedgerRow[]): Fence;
+  /**
+   * Runs `run` and writes the appends it makes together, once it returns: one write for all of
+   * them (LMDB: one transaction), each still checked against its own fence and resolving alone,
+   * exactly as if made one after the other. Optional: without it each append is its own write.
+   */
+  together?(run: () => void): void;
   read(org: string, fromSeq: number): AsyncIterable<CommittedBatch>;
   /** The position from which a subscriber that holds, per org, rows up to the given seq misses nothing. */
   positionAfter(held: ReadonlyMap<string, number>): Position;

@@ -101,7 +101,8 @@ export class RecentKeys {
       this.head++;
     }
     // Stale entries pile up past the live keys only when keys are added again: compact then too.
-    if (this.head > this.limit || this.order.length - this.head > 2 * this.keys.size + 1024) this.compact();
+    // (Not for every key evicted under a small limit: each compaction copies what is left.)
+    if (this.head > Math.max(this.limit, 1024) || this.order.length - this.head > 2 * this.keys.size + 1024) this.compact();
   }
 
   private compact(): void {

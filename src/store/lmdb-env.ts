@@ -65,6 +65,15 @@ export class LmdbEnv {
     return storeWrite(start());
   }
 
+  /**
+   * Runs `run` and makes the writes it starts one transaction (lmdb-js's batch), each keeping its
+   * own promise and condition. Those report every failure; the batch's own promise is only kept
+   * from ending the process unhandled (see storeWrite).
+   */
+  together(run: () => void): void {
+    storeWrite(this.root.batch(run)).catch(() => {});
+  }
+
   /** Whether the environment has a named table `name` (their names are the keys of its main table). */
   hasTable(name: string): boolean {
     for (const key of this.root.getKeys({ start: name, limit: 1 })) return key === name;

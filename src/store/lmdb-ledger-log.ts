@@ -64,6 +64,10 @@ export class LmdbLedgerLog implements LedgerLog {
     return delivered;
   }
 
+  together(run: () => void): void {
+    this.ledger.together(run);
+  }
+
   fenceAfter(rows: readonly LedgerRow[]): Fence {
     return rows[rows.length - 1]?.seq ?? 0;
   }

@@ -21,7 +21,8 @@ import { openLmdb, type LmdbStores } from '../../src/store/lmdb.js';
  * now and then. With it the count is 1 (20 of 20 runs here, idle and beside three busy loops);
  * commits serialized by this code (each waiting for the one before) would make it 200.
  * (Holding the turn's commits for one transaction in this code was tried: 200-org HTTP ingest fell
- * from 0.72× to 0.58× of one org, the write thread idle while it waited.)
+ * from 0.72× to 0.58× of one org, the write thread idle while it waited. The writers now write the
+ * batches they launch in one turn together, at the end of that turn, not later: turn-commit.test.ts.)
  */
 describe('group commit across orgs (real LMDB, sync durability)', () => {
   let dir = '';

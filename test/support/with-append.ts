@@ -5,6 +5,7 @@ export function withAppend(inner: LedgerLog, append: LedgerLog['append']): Ledge
   return {
     capabilities: inner.capabilities,
     fenceAfter: inner.fenceAfter?.bind(inner),
+    ...(inner.together === undefined ? {} : { together: inner.together.bind(inner) }),
     read: (org, from) => inner.read(org, from),
     positionAfter: (held) => inner.positionAfter(held),
     subscribe: (h, from) => inner.subscribe(h, from),
