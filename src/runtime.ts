@@ -57,12 +57,6 @@ export interface Runtime {
   close(): Promise<void>;
 }
 
-
-/** Events of one ingest validated and submitted per event-loop turn (about 0.2 ms of work; see IntakePacer). */
-const INTAKE_SLICE_EVENTS = 128;
-/** An org's events sent to its writer and not answered yet; its later ingests wait in the intake. */
-const INTAKE_WINDOW_EVENTS = 512;
-
 /** The composition root: picks the adapters for the mode and starts actors and the front end. */
 /** Seams for tests (production passes none of them but showFirstKey). */
 export interface RuntimeOptions {
@@ -317,7 +311,7 @@ async function start(config: Config, log: Logger, options: RuntimeOptions, lock:
       scoringKeys: cluster?.stores.scoringKeys ?? new LmdbScoringKeyStore(store.env),
       now,
       metrics: metrics === null || config.metrics === null ? null : { metrics, token: config.metrics.token },
-      intake: new IntakePacer(Math.min(INTAKE_SLICE_EVENTS, config.maxPendingPerOrg), Math.min(INTAKE_WINDOW_EVENTS, config.maxPendingPerOrg), config.maxPendingPerOrg),
+      intake: IntakePacer.bounded(config.maxPendingPerOrg),
       verifyChain: (org, length, agentId, watchHead) => verifyChain(store.ledger, org, length, agentId, watchHead),
     };
   }).catch((error: unknown) => {

@@ -13,6 +13,9 @@ export interface IntakeSlice {
  */
 export type IntakeStep = () => IntakeSlice | null;
 
+const SLICE_EVENTS = 128;
+const WINDOW_EVENTS = 512;
+
 interface OrgIntake {
   steps: { step: IntakeStep; left: number }[];
   /** Events of the queued ingests not sent yet. */
@@ -39,6 +42,14 @@ export class IntakePacer {
   /** Orgs with a step to run and room in their window, in round-robin order. */
   private readonly ready = new Map<string, OrgIntake>();
   private scheduled = false;
+
+  /**
+   * The service's intake: slices of 128 events (about 0.2 ms of work a turn), 512 events per org
+   * sent and unanswered, both within the org's bound (VIGIL_MAX_PENDING), which they never pass.
+   */
+  static bounded(maxPendingEvents: number): IntakePacer {
+    return new IntakePacer(Math.min(SLICE_EVENTS, maxPendingEvents), Math.min(WINDOW_EVENTS, maxPendingEvents), maxPendingEvents);
+  }
 
   constructor(
     readonly sliceEvents: number,
