@@ -18,6 +18,7 @@ import { ensureClusterSettings, defaultReplicas } from './cluster-settings.js';
 import { openClusterStores, type ClusterStores } from './cluster-stores.js';
 import { openClusterWebhooks, type ClusterWebhooks } from './cluster-webhooks.js';
 import { JetStreamLedgerLog } from './jetstream-ledger-log.js';
+import { EarlierLayoutError } from './ledger-stream.js';
 import { LedgerReplica } from './ledger-replica.js';
 import { NatsCommandRouter } from './nats-command-router.js';
 import { PartitionLeases } from './partition-leases.js';
@@ -34,9 +35,10 @@ export const AFTER_APPEND_MS = 2000;
 export const NOT_OWNER: NotOwner = { ok: false, code: 'not_owner', message: 'another node wrote this org\'s ledger first' };
 
 /**
- * The writers' log in cluster mode: appends go to the stream (fenced there); a writer starting or
- * healing recovers from the local replica once it holds the org's last batch (from the stream
- * itself, one get per batch, if the replica's copy of the org has diverged from it).
+ * The writers' log in cluster mode: appends go to the stream (fenced there), and once acknowledged
+ * to this node's replica, which no consumer feeds them back to; a writer starting or healing
+ * recovers from the local replica once it holds the org's last batch (from the stream itself, one
+ * get per batch, if the replica's copy of the org has diverged from it).
  */
 class WriterLog implements LedgerLog {
   readonly capabilities: readonly LedgerCapability[] = [];
@@ -46,8 +48,10 @@ class WriterLog implements LedgerLog {
     private readonly replica: LedgerReplica,
   ) {}
 
-  append(org: string, rows: readonly LedgerRow[], expected: Fence): Promise<AppendOutcome> {
-    return this.stream.append(org, rows, expected);
+  async append(org: string, rows: readonly LedgerRow[], expected: Fence): Promise<AppendOutcome> {
+    const outcome = await this.stream.append(org, rows, expected);
+    if (outcome.ok) this.replica.applyOwn(org, rows, outcome.fence);
+    return outcome;
   }
 
   read(org: string, fromSeq: number): AsyncIterable<CommittedBatch> {
@@ -95,6 +99,12 @@ export class ClusterNode {
     private readonly log: Logger,
   ) {
     this.writerLog = new WriterLog(ledger, replica);
+    // This node's copy holds the partitions it owns: a gained one is read from the stream. First
+    // of the leases' listeners, so the others find the read under way.
+    leases.onChange(({ gained, lost }) => {
+      replica.unfollow(lost);
+      replica.follow(gained);
+    });
   }
 
   /**
@@ -118,7 +128,12 @@ export class ClusterNode {
       }
       const stores = await openClusterStores(nc, { replicas, log });
       closing.unshift(() => stores.close());
-      const ledger = await JetStreamLedgerLog.open(nc, { replicas, log });
+      let ledger: JetStreamLedgerLog;
+      try {
+        ledger = await JetStreamLedgerLog.open(nc, { replicas, partitions: config.partitions, log });
+      } catch (error) {
+        throw error instanceof EarlierLayoutError ? new StartError('cluster_mismatch', error.message, { cause: error }) : error;
+      }
       closing.unshift(() => ledger.close());
       const replica = await LedgerReplica.start(nc, ledger, local, store.ledger, { meta: store.env.table<string, number>('replica'), log });
       closing.unshift(() => replica.close());
@@ -201,12 +216,17 @@ export class ClusterNode {
   publishPublicRecords(directory: AgentDirectory): void {
     const partitions = this.config.partitions;
     const publicRecords = this.stores.publicRecords;
-    const publisher = new PublicPublisher(publicRecords, (org) => directory.org(org), { owns: (org) => this.owns(org), log: this.log });
+    // Only what this node read since gaining the org: a copy still being read would put back older records.
+    const readHere = (org: string): boolean => this.replica.hasRead(partitionOf(org, partitions));
+    const publisher = new PublicPublisher(publicRecords, (org) => directory.org(org), { owns: (org) => this.owns(org) && readHere(org), log: this.log });
     directory.onChange((org) => publisher.changed(org));
     this.leases.onChange(({ gained }) => {
-      if (gained.length === 0) return;
-      const orgs = new Set([...directory.orgNames(), ...publicRecords.orgNames()]);
-      publisher.markAll([...orgs].filter((org) => gained.includes(partitionOf(org, partitions))));
+      for (const partition of gained) {
+        void this.replica.firstRead(partition).then(() => {
+          const orgs = new Set([...directory.orgNames(), ...publicRecords.orgNames()]);
+          publisher.markAll([...orgs].filter((org) => partitionOf(org, partitions) === partition));
+        });
+      }
     });
     publisher.start();
     this.publisher = publisher;

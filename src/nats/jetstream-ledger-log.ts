@@ -34,7 +34,7 @@ const DEFAULT_MAX_PAYLOAD = 1024 * 1024;
 
 /**
  * The ledger log of cluster mode (DESIGN §8): the `VIGIL_LEDGER` stream, one message per
- * committed batch of one org on `vigil.ledger.<org>`, with `Nats-Msg-Id: <org>:<first seq>` and
+ * committed batch of one org on `vigil.ledger.<partition>.<org>`, with `Nats-Msg-Id: <org>:<first seq>` and
  * `Nats-Expected-Last-Subject-Sequence` = the fence, which is the stream sequence of the org's
  * previous batch (0: none). JetStream refuses a stale or second writer; an append resolves once
  * the stream leader has stored the batch on a quorum of replicas (its fsync is the server's).
@@ -62,7 +62,8 @@ export class JetStreamLedgerLog implements LedgerLog {
     private readonly nc: NatsConnection,
     private readonly js: JetStreamClient,
     private readonly jsm: JetStreamManager,
-    private readonly names: LedgerStreamNames,
+    /** The stream and subjects this log reads and appends to. */
+    readonly names: LedgerStreamNames,
     private readonly options: JetStreamLedgerLogOptions,
     private readonly ownsConnection: boolean,
   ) {}
@@ -84,7 +85,11 @@ export class JetStreamLedgerLog implements LedgerLog {
   }
 
   private static async create(nc: NatsConnection, options: JetStreamLedgerLogOptions, owns: boolean): Promise<JetStreamLedgerLog> {
-    const names: LedgerStreamNames = { stream: options.stream ?? LEDGER_STREAM.stream, subjectPrefix: options.subjectPrefix ?? LEDGER_STREAM.subjectPrefix };
+    const names: LedgerStreamNames = {
+      stream: options.stream ?? LEDGER_STREAM.stream,
+      subjectPrefix: options.subjectPrefix ?? LEDGER_STREAM.subjectPrefix,
+      partitions: options.partitions ?? LEDGER_STREAM.partitions,
+    };
     const timeout = options.timeoutMs ?? 5000;
     const jsm = await jetstreamManager(nc, { timeout });
     await ensureLedgerStream(jsm, names, options.replicas ?? 1, options.log);
@@ -211,7 +216,6 @@ export class JetStreamLedgerLog implements LedgerLog {
       js: this.js,
       jsm: this.jsm,
       stream: this.names.stream,
-      subjectPrefix: this.names.subjectPrefix,
       from: from as JetStreamPosition,
       handler,
       log: this.options.log,

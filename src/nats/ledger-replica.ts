@@ -1,6 +1,7 @@
 import type { NatsConnection } from '@nats-io/transport-node';
-import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
-import type { CommittedBatch, Subscription } from '../bus/ledger-log.js';
+import { jetstream, jetstreamManager, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
+import type { CommittedBatch } from '../bus/ledger-log.js';
+import type { LedgerRow } from '../domain/ledger.js';
 import { GENESIS_HASH } from '../domain/ledger.js';
 import type { Database } from 'lmdb';
 import { ensureError, VigilError } from '../errors.js';
@@ -10,37 +11,60 @@ import { within } from '../time-bound.js';
 import type { LmdbLedger } from '../store/lmdb-ledger.js';
 import type { LmdbLedgerLog } from '../store/lmdb-ledger-log.js';
 import { DivergedOrgs } from './diverged-orgs.js';
-import { LEDGER_STREAM, type LedgerStreamNames } from './ledger-stream.js';
-import type { JetStreamLedgerLog, JetStreamPosition } from './jetstream-ledger-log.js';
+import type { JetStreamLedgerLog } from './jetstream-ledger-log.js';
+import { toBatch } from './ledger-subscription.js';
+import { partitionOf } from './partition.js';
+import { catchUpPartition } from './partition-catch-up.js';
 import { behind, lastStreamBatch, misfit, tailAt, type StreamTail, type Tail } from './replica-rows.js';
 import { SeqWaiters } from './seq-waiters.js';
 
 export interface LedgerReplicaOptions {
   /** Where the replica keeps its watermark (a table of this node's LMDB). */
   meta: Database<number, string>;
-  names?: LedgerStreamNames;
+  /** When a gained partition is read the second time (SECOND_READ_MS; tests). */
+  secondReadMs?: number;
   /** How long a keyed read waits for the replica before 503. Default 5000 ms. */
   waitMs?: number;
   log: Logger;
 }
 
-const WATERMARK = 'watermark';
-/** How long a failed re-read of an org waits before the next. */
+/** A partition's watermark in the meta table. */
+const watermarkKey = (partition: number): string => `partition:${partition}`;
+/** How long a failed re-read of an org, or catch-up of a partition, waits before the next. */
 const REPAIR_RETRY_MS = 1000;
-/** How long a keyed read waits for the feed to bring the org's last batch before reading it from the stream. */
+/** How long a keyed read waits for a partition's catch-up to bring the org's last batch before reading it from the stream. */
 const PULL_AFTER_MS = 1000;
+/**
+ * When a gained partition is read a second time: a batch the previous owner appended just before
+ * its lease ran out can land after the first read ended (each node's writers stop at its own
+ * lease's end, measured on its own clock).
+ */
+const SECOND_READ_MS = 5000;
 
 /**
- * This node's copy of the ledger in cluster mode (DESIGN §8): every batch of the `VIGIL_LEDGER`
- * stream is appended, in stream order, to the node's LMDB ledger through its LmdbLedgerLog, whose
- * local subscribers (the projections) then see it as in embedded mode. The replica can be deleted:
- * it is rebuilt from the stream on the next start.
+ * This node's copy of the ledger in cluster mode, of the partitions it owns: batches are appended
+ * to the node's LMDB ledger through its LmdbLedgerLog, whose local subscribers (the projections)
+ * then see them as in embedded mode. The copy can be deleted: it is read again from the stream.
  *
- * The watermark is the stream sequence below which every batch is in the local ledger; it is
- * saved with the checkpoints, and a start resumes from it rather than from the stream's start.
- * `caughtUp(org)` is the read-your-writes step of keyed reads: it waits until the local ledger
- * holds the org's last batch as of the call.
+ * Nothing follows the whole stream. An owner's writers hand their acknowledged batches over
+ * (`applyOwn`); a partition gained is read once from the stream (`follow`: one consumer filtered
+ * on its subjects, from its watermark, the stream sequence up to which every batch of it is held
+ * here, saved with the checkpoints), and once more a moment later for a batch the previous owner
+ * appended as its lease ran out. Any other org is read from the stream when something asks for
+ * it: `caughtUp(org)` (keyed reads, a writer's recovery, deliveries, exports) waits until the
+ * local ledger holds the org's last batch as of the call, and reads the org's missing batches
+ * itself when nothing is bringing them.
  */
+interface Following {
+  stopped: boolean;
+  /** The first read from the stream has ended. */
+  read: boolean;
+  /** The second has too: own appends move the watermark. */
+  settled: boolean;
+  firstRead: Promise<void>;
+  done: () => void;
+}
+
 export class LedgerReplica {
   /** Per org, the stream sequence of its last batch in the local ledger. */
   private readonly applied = new Map<string, number>();
@@ -55,10 +79,13 @@ export class LedgerReplica {
   private readonly handed = new Map<string, number>();
   /** Orgs whose rows here are not the stream's: never read from here again. */
   private readonly divergedAt: DivergedOrgs;
-  /** The stream sequence up to which every batch is in the local ledger. */
-  private watermark: number;
+  /** Per partition read here, the stream sequence up to which every batch of it is in the local ledger. */
+  private readonly watermarks = new Map<number, number>();
+  /** Partitions followed (owned), each with its stop flag and whether its first read has ended. */
+  private readonly followed = new Map<number, Following>();
+  /** Partitions being read from the stream now, with how far (the replication-lag gauge). */
+  private readonly reading = new Map<number, { reached: number; end: number }>();
   private readonly waiters = new SeqWaiters();
-  private subscription: Subscription | null = null;
   /** The bookkeeping of the last local append: batches land in stream order. */
   private tail: Promise<unknown> = Promise.resolve();
   /** Orgs whose rows are being read again from the stream, with their batches that came meanwhile. */
@@ -69,29 +96,135 @@ export class LedgerReplica {
     private readonly stream: JetStreamLedgerLog,
     private readonly local: LmdbLedgerLog,
     private readonly ledger: LmdbLedger,
+    private readonly js: JetStreamClient,
     private readonly jsm: JetStreamManager,
     private readonly options: LedgerReplicaOptions,
   ) {
-    this.watermark = options.meta.get(WATERMARK) ?? 0;
     this.divergedAt = new DivergedOrgs(options.meta, options.log);
   }
 
-  /**
-   * Catches the local ledger up with the stream, then follows it live. Resolves once every batch
-   * committed before the call is in the local ledger.
-   */
+  /** The replica over this node's LMDB ledger: it follows no partition until told to (`follow`). */
   static async start(nc: NatsConnection, stream: JetStreamLedgerLog, local: LmdbLedgerLog, ledger: LmdbLedger, options: LedgerReplicaOptions): Promise<LedgerReplica> {
-    const replica = new LedgerReplica(stream, local, ledger, await jetstreamManager(nc), options);
-    const names = options.names ?? LEDGER_STREAM;
-    const before = (await replica.jsm.streams.info(names.stream)).state.last_seq;
-    const held = new Map<string, number>();
-    for (const org of ledger.orgs()) held.set(org, ledger.last(org)?.seq ?? 0);
-    const from: JetStreamPosition = { adapter: 'jetstream', startSeq: replica.watermark + 1, held };
-    replica.subscription = await stream.subscribe(replica.onBatch, from);
-    await replica.tail;
-    // The replay skips batches held whole: everything up to the stream's end at the start is here.
-    replica.watermark = Math.max(replica.watermark, before);
-    return replica;
+    return new LedgerReplica(stream, local, ledger, jetstream(nc), await jetstreamManager(nc), options);
+  }
+
+  /**
+   * A batch this node's writer appended to the stream (acknowledged, at stream sequence `fence`).
+   * Once the org's partition has been read twice since it was gained, nobody else writes it, so
+   * the partition's watermark moves past the batch with it (a partition gained again is read on
+   * from there, not from where this node gained it last).
+   */
+  applyOwn(org: string, rows: readonly LedgerRow[], fence: number): void {
+    if (this.closed) return;
+    this.onBatch({ org, rows, fence });
+    const partition = partitionOf(org, this.stream.names.partitions);
+    const following = this.followed.get(partition);
+    if (following?.settled !== true) return;
+    this.tail = this.tail.then(() => {
+      if (following.settled && !this.stops(partition)) this.watermarks.set(partition, Math.max(this.watermarkOf(partition), fence));
+    });
+  }
+
+  /** Whether an org of the partition is being read again (it lacks rows below what was read of the partition). */
+  private stops(partition: number): boolean {
+    for (const org of this.repairing.keys()) if (partitionOf(org, this.stream.names.partitions) === partition) return true;
+    return false;
+  }
+
+  /**
+   * Partitions gained: each is read from the stream after its watermark, now and once more a
+   * moment later (SECOND_READ_MS), its batches applied like any; retried every second until it
+   * succeeds or the partition is lost.
+   */
+  follow(partitions: readonly number[]): void {
+    for (const partition of partitions) {
+      if (this.followed.has(partition)) continue;
+      let done = (): void => undefined;
+      const following: Following = { stopped: false, read: false, settled: false, firstRead: new Promise<void>((resolve) => (done = resolve)), done: () => done() };
+      this.followed.set(partition, following);
+      void this.readPartition(partition, following).finally(() => following.done());
+    }
+  }
+
+  /**
+   * Whether this node follows the partition and has read it from the stream since it gained it:
+   * its projections hold what the previous owner wrote (the public records it publishes wait for it).
+   */
+  hasRead(partition: number): boolean {
+    return this.followed.get(partition)?.read === true;
+  }
+
+  /** Whether both reads of the partition since it was gained have ended (own appends move its watermark). */
+  settled(partition: number): boolean {
+    return this.followed.get(partition)?.settled === true;
+  }
+
+  /** Resolves once the partition's first read since it was gained has ended (or it was lost meanwhile). */
+  firstRead(partition: number): Promise<void> {
+    return this.followed.get(partition)?.firstRead ?? Promise.resolve();
+  }
+
+  /** Partitions lost: their reads stop (their rows read so far stay, and are read on from there next time). */
+  unfollow(partitions: readonly number[]): void {
+    for (const partition of partitions) {
+      const flag = this.followed.get(partition);
+      if (flag === undefined) continue;
+      flag.stopped = true;
+      flag.settled = false;
+      flag.done();
+      this.followed.delete(partition);
+    }
+  }
+
+  private async readPartition(partition: number, flag: Following): Promise<void> {
+    const failed = new RepeatedFailure();
+    const stopped = (): boolean => flag.stopped || this.closed;
+    const heldThrough = (org: string): number => (this.localLast.get(org) ?? this.tailOf(org)).seq;
+    for (let reads = 0; reads < 2 && !stopped(); ) {
+      const after = this.watermarkOf(partition);
+      this.reading.set(partition, { reached: after, end: after });
+      try {
+        const reached = await catchUpPartition({
+          js: this.js,
+          jsm: this.jsm,
+          names: this.stream.names,
+          partition,
+          after,
+          deliver: (message) => {
+            const batch = toBatch(message, heldThrough, this.options.log);
+            if (batch !== null) this.onBatch(batch);
+          },
+          stopped,
+          progress: (at, end) => this.reading.set(partition, { reached: at, end }),
+        });
+        await this.tail;
+        // An org of the partition still being read again lacks rows below `reached`: not past them.
+        if (!this.stops(partition) && !stopped()) this.watermarks.set(partition, reached);
+        reads++;
+        this.reading.delete(partition);
+        if (reads === 1) {
+          flag.read = !stopped();
+          flag.done();
+          await new Promise((resolve) => setTimeout(resolve, this.options.secondReadMs ?? SECOND_READ_MS));
+        }
+        if (reads === 2) flag.settled = !stopped();
+      } catch (error) {
+        this.reading.delete(partition);
+        const err = ensureError(error);
+        if (failed.note(err.message)) this.options.log.warn({ partition, err }, 'ledger replica: reading a gained partition failed; retrying every second');
+        await new Promise((resolve) => setTimeout(resolve, REPAIR_RETRY_MS));
+      }
+    }
+    this.reading.delete(partition);
+  }
+
+  private watermarkOf(partition: number): number {
+    let watermark = this.watermarks.get(partition);
+    if (watermark === undefined) {
+      watermark = this.options.meta.get(watermarkKey(partition)) ?? 0;
+      this.watermarks.set(partition, watermark);
+    }
+    return watermark;
   }
 
   private readonly onBatch = (batch: CommittedBatch): void => {
@@ -208,7 +341,7 @@ export class LedgerReplica {
         this.repairing.delete(org);
         this.options.log.info({ org, seq: tail.seq, failures: failed.clear(), ms: Date.now() - began }, 'ledger replica: the org is whole again');
         // Not the watermark: the feed has not brought other orgs' batches up to here.
-        if (Math.max(after, end.streamSeq) > 0) this.landed(org, Math.max(after, end.streamSeq), false);
+        if (Math.max(after, end.streamSeq) > 0) this.landed(org, Math.max(after, end.streamSeq));
         for (const batch of held) this.onBatch(batch);
         return;
       } catch (error) {
@@ -237,19 +370,17 @@ export class LedgerReplica {
     return this.divergedAt.has(org);
   }
 
-  /** The org's batch at stream sequence `fence` is here; from the feed (in stream order) it also moves the watermark. */
-  private landed(org: string, fence: number, fromFeed = true): void {
+  /** The org's batch at stream sequence `fence` is here. */
+  private landed(org: string, fence: number): void {
     this.applied.set(org, fence);
-    if (fromFeed) this.watermark = Math.max(this.watermark, fence);
     this.waiters.reached(org, fence);
   }
 
-  /** Saves the watermark (with the checkpoints): the next start resumes after it. */
+  /** Saves the partitions' watermarks (with the checkpoints): a partition gained again is read on from there. */
   async saveWatermark(): Promise<void> {
-    // An org being repaired lacks rows below the watermark: a restart must replay them.
-    if (this.repairing.size > 0) return;
-    const watermark = this.watermark;
-    await this.options.meta.put(WATERMARK, watermark);
+    for (const [partition, watermark] of this.watermarks) {
+      if (this.options.meta.get(watermarkKey(partition)) !== watermark) await this.options.meta.put(watermarkKey(partition), watermark);
+    }
   }
 
   /**
@@ -288,13 +419,15 @@ export class LedgerReplica {
       }
       return last;
     }
-    // The feed went past the batch without it landing here, or has not brought it for a while (a
-    // consumer that stalls is replaced, but with a backoff): the org is read from the stream.
+    // Nothing brings the batch (the org's partition is not read here, or its read went past it),
+    // or what should has not for a while: the org is read from the stream.
     const pull = (why: string): void => {
       if (!this.holds(org, last) && !this.repairing.has(org) && !this.closed) this.repair(org, null, why);
     };
-    if (this.watermark >= last.streamSeq) pull(`the feed passed stream sequence ${last.streamSeq} without rows through ${last.seq} landing here`);
-    const late = setTimeout(() => pull(`the feed has not brought stream sequence ${last.streamSeq} in ${PULL_AFTER_MS} ms`), PULL_AFTER_MS);
+    const partition = partitionOf(org, this.stream.names.partitions);
+    const coming = (this.localLast.get(org)?.seq ?? 0) >= last.seq || this.reading.has(partition);
+    if (!coming) pull(`nothing here brings stream sequence ${last.streamSeq} (rows through ${last.seq})`);
+    const late = setTimeout(() => pull(`stream sequence ${last.streamSeq} did not come in ${PULL_AFTER_MS} ms`), PULL_AFTER_MS);
     try {
       await this.waiters.wait(org, last.streamSeq, end - Date.now(), () => behind('this node\'s copy of the ledger trails the stream; try again'));
     } finally {
@@ -332,19 +465,18 @@ export class LedgerReplica {
   }
 
   private lastStreamBatch(org: string): Promise<StreamTail> {
-    return lastStreamBatch(this.jsm, this.options.names ?? LEDGER_STREAM, org);
+    return lastStreamBatch(this.jsm, this.stream.names, org);
   }
 
-  /** How far behind the stream's end the local ledger is, in stream sequences (0: caught up). */
-  async lag(): Promise<number> {
-    const names = this.options.names ?? LEDGER_STREAM;
-    const end = (await this.jsm.streams.info(names.stream)).state.last_seq;
-    return Math.max(0, end - this.watermark);
+  /** How far the partitions being read from the stream now are behind their end, in stream sequences (0: none is). */
+  lag(): Promise<number> {
+    let most = 0;
+    for (const { reached, end } of this.reading.values()) most = Math.max(most, end - reached);
+    return Promise.resolve(most);
   }
 
   async close(): Promise<void> {
     this.closed = true;
-    this.subscription?.unsubscribe();
     await this.tail;
   }
 }

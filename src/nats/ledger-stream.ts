@@ -1,23 +1,40 @@
 import { JetStreamApiError, StorageType, type JetStreamManager, type StreamConfig } from '@nats-io/jetstream';
 import type { Logger } from '../log.js';
+import { DEFAULT_PARTITIONS, partitionOf } from './partition.js';
 import { STREAM_NAME_IN_USE, whileSettling } from './stream-settling.js';
 
 /** Where the ledger lives (DESIGN §8); tests pass their own names so cases do not meet. */
 export interface LedgerStreamNames {
   /** Default `VIGIL_LEDGER`. */
   stream: string;
-  /** Default `vigil.ledger`: org `acme` publishes on `vigil.ledger.acme`. */
+  /** Default `vigil.ledger`: org `acme` of partition 17 publishes on `vigil.ledger.17.acme`. */
   subjectPrefix: string;
+  /** The cluster's partition count (VIGIL_PARTITIONS), which names the subjects' partition token. */
+  partitions: number;
 }
 
-export const LEDGER_STREAM: LedgerStreamNames = { stream: 'VIGIL_LEDGER', subjectPrefix: 'vigil.ledger' };
+export const LEDGER_STREAM: LedgerStreamNames = { stream: 'VIGIL_LEDGER', subjectPrefix: 'vigil.ledger', partitions: DEFAULT_PARTITIONS };
 
 /** An org names one subject token: the org slug rule (domain/schemas.ts) keeps it one. */
 const TOKEN = /^[A-Za-z0-9_-]+$/;
 
+/**
+ * `<prefix>.<partition>.<org>`: the partition token lets a node read only the partitions it
+ * owns, one filtered consumer each (`partitionSubjects`).
+ */
 export function ledgerSubject(names: LedgerStreamNames, org: string): string {
   if (!TOKEN.test(org)) throw new Error(`org ${JSON.stringify(org)} cannot name a ledger subject`);
-  return `${names.subjectPrefix}.${org}`;
+  return `${names.subjectPrefix}.${partitionOf(org, names.partitions)}.${org}`;
+}
+
+/** Every org's subject of one partition. */
+export function partitionSubjects(names: LedgerStreamNames, partition: number): string {
+  return `${names.subjectPrefix}.${partition}.>`;
+}
+
+/** The org a ledger subject names (its last token). */
+export function orgOfSubject(subject: string): string {
+  return subject.slice(subject.lastIndexOf('.') + 1);
 }
 
 /**
@@ -26,16 +43,29 @@ export function ledgerSubject(names: LedgerStreamNames, org: string): string {
  * taken back, and the fences of later batches point past it). Creating an identical stream is a
  * no-op, so nodes starting together may all call this.
  */
-export function ensureLedgerStream(jsm: JetStreamManager, names: LedgerStreamNames, replicas: number, log: Logger): Promise<void> {
-  return ensureKeptStream(jsm, names, replicas, log, 'ledger');
+export async function ensureLedgerStream(jsm: JetStreamManager, names: LedgerStreamNames, replicas: number, log: Logger): Promise<void> {
+  await ensureKeptStream(jsm, names, replicas, log, 'ledger');
+  // Versions before partition-scoped nodes published on `<prefix>.<org>`: such batches would be
+  // invisible to every read here, so a cluster holding them is refused, never half read.
+  const earlier = (await whileSettling(() => jsm.streams.info(names.stream, { subjects_filter: `${names.subjectPrefix}.*` }))).state.subjects;
+  const subjects = Object.keys(earlier ?? {});
+  if (subjects.length > 0) {
+    throw new EarlierLayoutError(
+      `stream ${names.stream} holds ledger batches of an earlier version's layout (${subjects.length} subjects like ${subjects[0]}, not ${names.subjectPrefix}.<partition>.<org>); ` +
+        'this version cannot read them: keep the earlier version on this cluster, or start this one on a new NATS cluster',
+    );
+  }
 }
+
+/** The ledger stream was written by a version whose subjects carry no partition. */
+export class EarlierLayoutError extends Error {}
 
 /**
  * A stream of records kept for good (the ledger, the webhook store): subjects `<prefix>.>`, file
  * storage, `replicas`, deny_delete and deny_purge; an existing one is accepted if it keeps all but
  * the replica count (a different count is logged). `what` names it in messages.
  */
-export async function ensureKeptStream(jsm: JetStreamManager, names: LedgerStreamNames, replicas: number, log: Logger, what: string): Promise<void> {
+export async function ensureKeptStream(jsm: JetStreamManager, names: { stream: string; subjectPrefix: string }, replicas: number, log: Logger, what: string): Promise<void> {
   const config = {
     name: names.stream,
     subjects: [`${names.subjectPrefix}.>`],

@@ -2,13 +2,13 @@ import type { JetStreamClient, JetStreamManager, JsMsg } from '@nats-io/jetstrea
 import type { BatchHandler, CommittedBatch } from '../bus/ledger-log.js';
 import type { Logger } from '../log.js';
 import { decodeBatch, unpackBatch } from './batch-codec.js';
+import { orgOfSubject } from './ledger-stream.js';
 import { StreamFeed } from './stream-feed.js';
 
 export interface SubscriptionArgs {
   js: JetStreamClient;
   jsm: JetStreamManager;
   stream: string;
-  subjectPrefix: string;
   from: { startSeq: number; held: ReadonlyMap<string, number> };
   handler: BatchHandler;
   log: Logger;
@@ -25,7 +25,6 @@ export interface SubscriptionArgs {
 export type LedgerFeed = StreamFeed;
 
 export function openLedgerFeed(args: SubscriptionArgs): Promise<LedgerFeed> {
-  const prefix = `${args.subjectPrefix}.`;
   return StreamFeed.open({
     js: args.js,
     jsm: args.jsm,
@@ -33,7 +32,7 @@ export function openLedgerFeed(args: SubscriptionArgs): Promise<LedgerFeed> {
     name: 'ledger',
     startSeq: args.from.startSeq,
     deliver: (message) => {
-      const batch = toBatch(message, prefix, args.from.held, args.log);
+      const batch = toBatch(message, (org) => args.from.held.get(org) ?? 0, args.log);
       if (batch !== null) args.handler(batch);
     },
     log: args.log,
@@ -42,15 +41,15 @@ export function openLedgerFeed(args: SubscriptionArgs): Promise<LedgerFeed> {
 }
 
 /**
- * The batch a message carries, less what the subscriber holds (null if it holds it all). A
+ * The batch a message carries, less the org's rows through `heldThrough(org)` (null if that is all of it). A
  * message that does not decode is a broken invariant of the stream: logged and skipped, so the
  * consumer of this batch sees a gap in the org's seqs rather than a dead subscription.
  */
-function toBatch(message: JsMsg, prefix: string, held: ReadonlyMap<string, number>, log: Logger): CommittedBatch | null {
-  const org = message.subject.startsWith(prefix) ? message.subject.slice(prefix.length) : message.subject;
+export function toBatch(message: JsMsg, heldThrough: (org: string) => number, log: Logger): CommittedBatch | null {
+  const org = orgOfSubject(message.subject);
   try {
     const batch = unpackBatch(message.data);
-    const after = held.get(org) ?? 0;
+    const after = heldThrough(org);
     if (batch.first + batch.rows.length - 1 <= after) return null;
     return { org, rows: decodeBatch(batch, after + 1), fence: message.seq };
   } catch (error) {

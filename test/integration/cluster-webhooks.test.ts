@@ -291,9 +291,9 @@ function suite(natsNodes: 1 | 3): void {
     const body = { ...last.body, event_id: last.body.event_id + 1, action_id: last.body.action_id + 1 };
     const row = makeRow(Buffer.from(last.chain_hash, 'hex'), last.seq + 1, 'event', new Date().toISOString(), last.agent_id, body);
     const nc = await connect({ servers: nats.urls });
-    const stream = await JetStreamLedgerLog.open(nc, { log: silentLogger() });
+    const stream = await JetStreamLedgerLog.open(nc, { partitions: PARTITIONS, log: silentLogger() });
     const jsm = await jetstreamManager(nc);
-    const fence = (await jsm.streams.getMessage(LEDGER_STREAM.stream, { last_by_subj: ledgerSubject(LEDGER_STREAM, ORG) }))!.seq;
+    const fence = (await jsm.streams.getMessage(LEDGER_STREAM.stream, { last_by_subj: ledgerSubject({ ...LEDGER_STREAM, partitions: PARTITIONS }, ORG) }))!.seq;
     const [before1, before2] = [first.received.length, receivers.at(-1)!.received.length];
     try {
       // The owner appends, then dies before its deliveries are stored: frozen first, so it can do nothing more.

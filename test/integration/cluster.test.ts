@@ -2,6 +2,7 @@ import { join as joinPath } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { StartError } from '../../src/errors.js';
 import { partitionOf } from '../../src/nats/partition.js';
+import { openLmdb } from '../../src/store/lmdb.js';
 import { natsAvailable, startNats, type NatsServers } from '../support/nats.js';
 import { call, parseLines, removeDir, runCli, startServer, tempDir, type TestServer } from '../support/server.js';
 
@@ -161,9 +162,48 @@ run('cluster mode', () => {
     expect(parseLines(exported.text).at(-1).seq).toBe(Number(exported.headers.get('x-vigil-ledger-head-seq')));
   });
 
+  /** Per org written by the next test, the node owning it then. */
+  const owners = new Map<string, string>();
+
+  it('holds in each node\'s copy only the partitions it owns, and still answers every keyed read right on both (through the owner)', async () => {
+    const [a, b] = nodes as [TestServer, TestServer];
+    const ownedByA = new Set<number>((await call(a.url, 'GET', '/health')).body.partitions_owned);
+    // Two orgs on each node's partitions.
+    const picked: string[] = [];
+    for (let i = 0; picked.length < 4; i++) {
+      const org = `held${i}`;
+      const onA = ownedByA.has(partitionOf(org, PARTITIONS));
+      if (picked.filter((o) => ownedByA.has(partitionOf(o, PARTITIONS)) === onA).length < 2) picked.push(org);
+    }
+    const keys = await Promise.all(
+      picked.map(async (org) => {
+        const made = await runCli(['keys', 'create', '--org', org, '--scopes', 'events:write,admin', '--name', 'ci'], { VIGIL_NATS_URL: nats.urls.join(','), VIGIL_DATA_DIR: tempDir('vigil-cli-') });
+        expect(made.code).toBe(0);
+        return made.stdout.split('\n')[1]!.trim();
+      }),
+    );
+    for (const [i, org] of picked.entries()) {
+      owners.set(org, ownedByA.has(partitionOf(org, PARTITIONS)) ? 'node-a' : 'node-b');
+      const key = keys[i]!;
+      expect((await call(a.url, 'POST', '/agents', { key, body: { agent_id: 'bot', name: 'Bot' } })).status).toBe(201);
+      for (let n = 0; n < 6; n++) {
+        const [writer, reader] = n % 2 === 0 ? [a, b] : [b, a];
+        expect((await call(writer.url, 'POST', '/events', { key, body: event(n) })).status).toBe(200);
+        const agent = await call(reader.url, 'GET', '/agents/bot', { key });
+        expect(agent.body.ledger_records).toBe(n + 2);
+      }
+    }
+  }, 60_000);
+
   it('rebuilds a deleted replica from the stream on start', async () => {
     const b = nodes.pop()!;
     await b.close();
+    // The orgs of node-a's partitions never landed in node-b's copy (its keyed reads went to node-a).
+    const copy = openLmdb(b.dataDir, 'process');
+    const held = new Set(copy.ledger.orgs());
+    await copy.close();
+    expect(owners.size).toBe(4);
+    for (const [org, owner] of owners) expect({ org, held: held.has(org) }).toEqual({ org, held: owner === 'node-b' });
     // Every record the tests above wrote: 82, and one more by the keyed-reads test.
     const written = parseLines((await call(nodes[0]!.url, 'GET', '/audit/export')).text).length;
     expect(written).toBe(83);

@@ -3,6 +3,7 @@ import { connect, type NatsConnection } from '@nats-io/transport-node';
 import type { LedgerRow } from '../../src/domain/ledger.js';
 import { JetStreamLedgerLog } from '../../src/nats/jetstream-ledger-log.js';
 import { LedgerReplica } from '../../src/nats/ledger-replica.js';
+import { partitionOf } from '../../src/nats/partition.js';
 import { openLmdb } from '../../src/store/lmdb.js';
 import { LmdbLedgerLog } from '../../src/store/lmdb-ledger-log.js';
 import { chain } from '../contract/ledger-log.case.js';
@@ -11,10 +12,11 @@ import { natsAvailable, startNats, type NatsServers } from '../support/nats.js';
 import { removeDir, tempDir } from '../support/server.js';
 
 /**
- * A node's replica of the ledger stream when the stream feed hands it an org's batch whose rows
- * do not follow what it holds (seen with nats-server 2.9.10 after a server cut off from its
+ * A node's copy of the ledger when what it reads of a partition hands it an org's batch whose
+ * rows do not follow what it holds (seen with nats-server 2.9.10 after a server cut off from its
  * cluster healed: the node's replica stopped for good, and with it every write of the node's
- * orgs). It reads the missing rows from the stream and goes on; other orgs are not held up.
+ * orgs), or when nothing brings an org's batches at all (a partition this node does not own). It
+ * reads the missing rows from the stream and goes on; other orgs are not held up.
  */
 const run = natsAvailable('ledger replica') ? describe : describe.skip;
 
@@ -38,10 +40,11 @@ run('LedgerReplica fills a gap in what its feed hands over', () => {
   });
 
   /**
-   * A node's replica on a fresh data dir that holds `held` rows of their orgs, and whose saved
-   * watermark is `watermark`: its feed starts after that stream sequence.
+   * A node's replica on a fresh data dir that holds `held` rows of their orgs, and follows the
+   * partitions of the orgs `follow` names, from a saved watermark `watermark`: its read of them
+   * starts after that stream sequence.
    */
-  async function replicaOn(stream: JetStreamLedgerLog, watermark: number, held: Record<string, LedgerRow[]> = {}) {
+  async function replicaOn(stream: JetStreamLedgerLog, watermark: number, held: Record<string, LedgerRow[]> = {}, follow: string[] = []) {
     const dir = tempDir('vigil-replica-');
     dirs.push(dir);
     const store = openLmdb(dir, 'process');
@@ -50,16 +53,18 @@ run('LedgerReplica fills a gap in what its feed hands over', () => {
     const local = new LmdbLedgerLog(store.ledger, silentLogger());
     closing.push(() => local.close());
     for (const [org, rows] of Object.entries(held)) expect((await local.append(org, rows, 0)).ok).toBe(true);
-    await meta.put('watermark', watermark);
+    const partitions = [...new Set(follow.map((org) => partitionOf(org, stream.names.partitions)))];
+    for (const partition of partitions) await meta.put(`partition:${partition}`, watermark);
     const start = async (): Promise<LedgerReplica> => {
       const replica = await LedgerReplica.start(nc, stream, local, store.ledger, { meta, log: silentLogger(), waitMs: 1000 });
       closing.push(() => replica.close());
+      replica.follow(partitions);
       return replica;
     };
     return { ledger: store.ledger, replica: await start(), restart: start };
   }
 
-  it('an org whose first batches the feed skipped is read whole from the stream; keyed reads wait for it', async () => {
+  it('an org whose first batches a partition\'s read skipped is read whole from the stream; keyed reads wait for it', async () => {
     const stream = await JetStreamLedgerLog.open(nc, { log: silentLogger() });
     // Org "gap": rows 1-2, 3-4, 5-6 in three messages; org "other": one message between them.
     const rows = chain(6);
@@ -69,13 +74,13 @@ run('LedgerReplica fills a gap in what its feed hands over', () => {
     const f3 = await stream.append('gap', rows.slice(4), f2.ok ? f2.fence : -1);
     expect([f1.ok, o1.ok, f2.ok, f3.ok]).toEqual([true, true, true, true]);
 
-    // A fresh replica whose saved watermark says it holds everything up to the "other" batch:
-    // its feed starts after it, so the first batch of "gap" it is handed holds rows 3-4.
-    const { ledger, replica } = await replicaOn(stream, o1.ok ? o1.fence : -1);
+    // A fresh replica whose saved watermark says it holds everything of the partition up to the
+    // "other" batch: its read starts after it, so the first batch of "gap" it is handed holds rows 3-4.
+    const { ledger, replica } = await replicaOn(stream, o1.ok ? o1.fence : -1, {}, ['gap']);
     await replica.caughtUp('gap'); // waits for the repair
     expect([...ledger.range('gap', 1, 6)].map((r) => r.seq)).toEqual([1, 2, 3, 4, 5, 6]);
     expect([...ledger.range('gap', 1, 6)].map((r) => Buffer.from(r.chainHash).toString('hex'))).toEqual(rows.map((r) => Buffer.from(r.chainHash).toString('hex')));
-    // Live batches after the repair apply as they come.
+    // A batch another node appends later is read when asked for.
     const more = chain(2, rows[5]);
     expect((await stream.append('gap', more, f3.ok ? f3.fence : -1)).ok).toBe(true);
     await replica.caughtUp('gap');
@@ -116,7 +121,7 @@ run('LedgerReplica fills a gap in what its feed hands over', () => {
     // This node holds other rows 1-2 of the org (a consumer that handed over what the cluster later
     // replaced), and its watermark is past them: the feed's first batch of the org holds rows 3-4.
     const ours = chain(2, { ...theirs[0]!, seq: 0, chainHash: Buffer.alloc(32, 7) });
-    const { ledger, replica, restart } = await replicaOn(stream, t1.ok ? t1.fence : -1, { forked: ours });
+    const { ledger, replica, restart } = await replicaOn(stream, t1.ok ? t1.fence : -1, { forked: ours }, ['forked']);
     const deadline = Date.now() + 10_000;
     while (!replica.hasDiverged('forked') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
     expect(replica.hasDiverged('forked')).toBe(true);

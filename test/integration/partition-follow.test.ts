@@ -1,0 +1,166 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { jetstreamManager } from '@nats-io/jetstream';
+import type { LedgerRow } from '../../src/domain/ledger.js';
+import { JetStreamLedgerLog } from '../../src/nats/jetstream-ledger-log.js';
+import { LedgerReplica } from '../../src/nats/ledger-replica.js';
+import { EarlierLayoutError } from '../../src/nats/ledger-stream.js';
+import { partitionOf } from '../../src/nats/partition.js';
+import { openLmdb } from '../../src/store/lmdb.js';
+import type { LmdbLedger } from '../../src/store/lmdb-ledger.js';
+import { LmdbLedgerLog } from '../../src/store/lmdb-ledger-log.js';
+import { chain } from '../contract/ledger-log.case.js';
+import { silentLogger } from '../support/logs.js';
+import { natsAvailable, startNats, type NatsServers } from '../support/nats.js';
+import { removeDir, tempDir } from '../support/server.js';
+
+/**
+ * Partition-scoped copies (cluster mode): a node holds the partitions it owns, read from the
+ * stream when gained and fed by its own writers' acknowledged appends after that; nothing else
+ * lands in its copy unless asked for. A partition moving between nodes loses and repeats nothing.
+ */
+const run = natsAvailable('partition-scoped replicas') ? describe : describe.skip;
+const PARTITIONS = 4;
+
+run('partition-scoped ledger copies', () => {
+  let nats: NatsServers;
+  let nc: NatsConnection;
+  const dirs: string[] = [];
+  const closing: (() => Promise<unknown>)[] = [];
+  let n = 0;
+
+  beforeAll(async () => {
+    nats = await startNats({ nodes: 1 });
+    nc = await connect({ servers: nats.urls });
+  }, 60_000);
+  afterEach(async () => {
+    for (const close of closing.splice(0).reverse()) await close();
+  });
+  afterAll(async () => {
+    await nc?.close();
+    await nats?.stop();
+    for (const dir of dirs) removeDir(dir);
+  });
+
+  /** A stream of its own (tests do not meet), over PARTITIONS partitions. */
+  async function freshStream(): Promise<JetStreamLedgerLog> {
+    n++;
+    const stream = await JetStreamLedgerLog.open(nc, { stream: `PART_T${n}`, subjectPrefix: `p${n}.ledger`, partitions: PARTITIONS, log: silentLogger() });
+    closing.push(() => stream.close());
+    return stream;
+  }
+
+  interface Copy {
+    replica: LedgerReplica;
+    ledger: LmdbLedger;
+    dir: string;
+    /** Saves the watermarks and closes, as a node stopping does. */
+    close: () => Promise<void>;
+  }
+
+  /** A node's copy on its data dir (a new one unless given: a restarted node's). */
+  async function nodeCopy(stream: JetStreamLedgerLog, dir = tempDir('vigil-part-')): Promise<Copy> {
+    if (!dirs.includes(dir)) dirs.push(dir);
+    const store = openLmdb(dir, 'process');
+    const local = new LmdbLedgerLog(store.ledger, silentLogger());
+    const replica = await LedgerReplica.start(nc, stream, local, store.ledger, { meta: store.env.table<string, number>('replica'), log: silentLogger(), waitMs: 2000, secondReadMs: 0 });
+    let closed = false;
+    const close = async (): Promise<void> => {
+      if (closed) return;
+      closed = true;
+      await replica.saveWatermark();
+      await replica.close();
+      await local.close();
+      await store.close();
+    };
+    closing.push(close);
+    return { replica, ledger: store.ledger, dir, close };
+  }
+
+  /** Two orgs in different partitions. */
+  function twoOrgs(): [string, string] {
+    const first = 'org-a';
+    for (let i = 0; ; i++) {
+      const other = `org-b${i}`;
+      if (partitionOf(other, PARTITIONS) !== partitionOf(first, PARTITIONS)) return [first, other];
+    }
+  }
+
+  /** Appends `count` rows after `rows` as a writer does: to the stream, then to its own copy. */
+  async function write(stream: JetStreamLedgerLog, org: string, rows: LedgerRow[], fence: number, count: number, own?: LedgerReplica): Promise<{ rows: LedgerRow[]; fence: number }> {
+    const next = chain(count, rows.at(-1));
+    const outcome = await stream.append(org, next, fence);
+    if (!outcome.ok) throw new Error(`append refused: ${outcome.reason}`);
+    own?.applyOwn(org, next, outcome.fence);
+    return { rows: [...rows, ...next], fence: outcome.fence };
+  }
+
+  const hashes = (ledger: LmdbLedger, org: string): string[] => [...ledger.range(org, 1, 1_000_000)].map((r) => Buffer.from(r.chainHash).toString('hex'));
+  const expected = (rows: LedgerRow[]): string[] => rows.map((r) => Buffer.from(r.chainHash).toString('hex'));
+
+  it('reads a gained partition from the stream, and nothing of the partitions it does not follow', async () => {
+    const stream = await freshStream();
+    const [mine, theirs] = twoOrgs();
+    let a = { rows: [] as LedgerRow[], fence: 0 };
+    let b = { rows: [] as LedgerRow[], fence: 0 };
+    for (let i = 0; i < 5; i++) {
+      a = await write(stream, mine, a.rows, a.fence, 3);
+      b = await write(stream, theirs, b.rows, b.fence, 2);
+    }
+    const { replica, ledger } = await nodeCopy(stream);
+    replica.follow([partitionOf(mine, PARTITIONS)]);
+    await replica.firstRead(partitionOf(mine, PARTITIONS));
+    expect(replica.hasRead(partitionOf(mine, PARTITIONS))).toBe(true);
+    expect(hashes(ledger, mine)).toEqual(expected(a.rows));
+    expect(ledger.last(theirs)).toBeUndefined();
+    // Its own appends land without any read of the stream; the other org only when asked for.
+    a = await write(stream, mine, a.rows, a.fence, 4, replica);
+    await replica.caughtUp(mine);
+    expect(hashes(ledger, mine)).toEqual(expected(a.rows));
+    expect(ledger.last(theirs)).toBeUndefined();
+    await replica.caughtUp(theirs);
+    expect(hashes(ledger, theirs)).toEqual(expected(b.rows));
+    expect(await replica.lag()).toBe(0);
+  }, 60_000);
+
+  it('hands a partition over and back: each copy ends with every row once, in order, read from where it left off', async () => {
+    const stream = await freshStream();
+    const [org] = twoOrgs();
+    const partition = partitionOf(org, PARTITIONS);
+    const first = await nodeCopy(stream);
+    const second = await nodeCopy(stream);
+    first.replica.follow([partition]);
+    await first.replica.firstRead(partition);
+    // Its second read (at once here): own appends move the watermark after it.
+    for (const deadline = Date.now() + 10_000; !first.replica.settled(partition) && Date.now() < deadline; ) await new Promise((resolve) => setTimeout(resolve, 20));
+    let a = { rows: [] as LedgerRow[], fence: 0 };
+    for (let i = 0; i < 10; i++) a = await write(stream, org, a.rows, a.fence, 5, first.replica);
+    await first.replica.caughtUp(org);
+    // The partition moves: the first node stops, the second reads it and writes on.
+    first.replica.unfollow([partition]);
+    second.replica.follow([partition]);
+    await second.replica.firstRead(partition);
+    expect(hashes(second.ledger, org)).toEqual(expected(a.rows));
+    for (let i = 0; i < 10; i++) a = await write(stream, org, a.rows, a.fence, 5, second.replica);
+    await second.replica.caughtUp(org);
+    expect(hashes(second.ledger, org)).toEqual(expected(a.rows));
+    // And back, over a restart of the first node: read on from its saved watermark.
+    await first.close();
+    const saved = openLmdb(first.dir, 'process');
+    expect(saved.env.table<string, number>('replica').get(`partition:${partition}`)).toBeGreaterThan(0);
+    await saved.close();
+    second.replica.unfollow([partition]);
+    const reopened = await nodeCopy(stream, first.dir);
+    reopened.replica.follow([partition]);
+    await reopened.replica.firstRead(partition);
+    expect(hashes(reopened.ledger, org)).toEqual(expected(a.rows));
+  }, 60_000);
+
+  it('refuses a ledger stream written with the earlier layout (no partition in its subjects)', async () => {
+    const jsm = await jetstreamManager(nc);
+    n++;
+    await jsm.streams.add({ name: `OLD_T${n}`, subjects: [`o${n}.ledger.>`], deny_delete: true, deny_purge: true });
+    await (await import('@nats-io/jetstream')).jetstream(nc).publish(`o${n}.ledger.acme`, new Uint8Array([1]));
+    await expect(JetStreamLedgerLog.open(nc, { stream: `OLD_T${n}`, subjectPrefix: `o${n}.ledger`, partitions: PARTITIONS, log: silentLogger() })).rejects.toThrow(EarlierLayoutError);
+  }, 60_000);
+});
