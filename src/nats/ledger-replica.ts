@@ -1,7 +1,7 @@
 import type { NatsConnection } from '@nats-io/transport-node';
 import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
 import type { CommittedBatch, Subscription } from '../bus/ledger-log.js';
-import { GENESIS_HASH } from '../domain/ledger.js';
+import { GENESIS_HASH, type LedgerRow } from '../domain/ledger.js';
 import type { Database } from 'lmdb';
 import { ensureError, VigilError } from '../errors.js';
 import type { Logger } from '../log.js';
@@ -12,7 +12,7 @@ import type { LmdbLedgerLog } from '../store/lmdb-ledger-log.js';
 import { DivergedOrgs } from './diverged-orgs.js';
 import { LEDGER_STREAM, type LedgerStreamNames } from './ledger-stream.js';
 import type { JetStreamLedgerLog, JetStreamPosition } from './jetstream-ledger-log.js';
-import { behind, lastStreamBatch, misfit, tailAt, type StreamTail, type Tail } from './replica-rows.js';
+import { behind, continuing, lastStreamBatch, lastStreamRows, misfit, streamTail, tailAt, type StreamTail, type Tail } from './replica-rows.js';
 import { SeqWaiters } from './seq-waiters.js';
 
 export interface LedgerReplicaOptions {
@@ -170,6 +170,7 @@ export class LedgerReplica {
         // From the start: through a consumer, a thousand batches a fetch, not one get per batch.
         const consumer = after === 0 && byConsumer;
         const batches = consumer ? this.stream.readWhole(org, tail.seq + 1) : this.stream.readAfter(org, tail.seq + 1, after);
+        let gap: string | null = null;
         for await (const batch of batches) {
           const newer = batch.rows.filter((row) => row.seq > tail.seq);
           if (newer.length > 0) {
@@ -181,22 +182,29 @@ export class LedgerReplica {
             }
             if (broken !== null && newer[0]!.seq === tail.seq + 1) return this.diverged(org, tail.seq, broken);
             if (broken !== null) {
-              // Rows missing after the hint: the batch holding them is at or before it.
-              again = !fromStart;
-              if (again) after = 0;
-              fromStart = true;
-              throw new Error(`the stream: ${broken}`);
+              gap = broken;
+              break;
             }
-            if (!this.handed.has(org)) this.handed.set(org, tail.seq);
-            const outcome = await this.local.append(org, newer, tail.seq);
-            if (!outcome.ok) throw new Error(`the local replica of org ${org} does not continue at seq ${newer[0]!.seq}`);
-            tail = tailAt(newer[newer.length - 1]!);
-            this.handed.set(org, tail.seq);
+            tail = await this.applyRead(org, tail, newer);
           }
           after = batch.fence;
         }
-        const end = await this.lastStreamBatch(org);
-        if (end.seq > tail.seq) {
+        // The by-subject reads can miss the org's last message while the leader's last-by-subject
+        // get has it (nats-server 2.9.10 after a server was cut off from its cluster and healed:
+        // every re-read failed the same way, and the org's reads and writes waited for good). So
+        // the read ends with that message itself: taken when its rows continue what is held here.
+        const last = await this.lastStreamRows(org);
+        const end = streamTail(last);
+        const rest = last === null || (gap === null && end.seq <= tail.seq) ? null : continuing(tail, last);
+        if (rest !== null && rest.length > 0) {
+          tail = await this.applyRead(org, tail, rest);
+        } else if (gap !== null) {
+          // Rows missing after the hint: the batch holding them is at or before it.
+          again = !fromStart;
+          if (again) after = 0;
+          fromStart = true;
+          throw new Error(`the stream: ${gap}`);
+        } else if (end.seq > tail.seq) {
           // The hint (the org's last batch applied here) was past what is missing: from the start,
           // at once. Or the org's writer appended meanwhile: on at once, as long as each try reads more.
           again = !fromStart || after > reached;
@@ -218,6 +226,16 @@ export class LedgerReplica {
         if (!again) await new Promise((resolve) => setTimeout(resolve, REPAIR_RETRY_MS));
       }
     }
+  }
+
+  /** Appends rows a re-read brought, which continue `tail`, to the local ledger; returns the new tail. */
+  private async applyRead(org: string, tail: Tail, rows: readonly LedgerRow[]): Promise<Tail> {
+    if (!this.handed.has(org)) this.handed.set(org, tail.seq);
+    const outcome = await this.local.append(org, rows, tail.seq);
+    if (!outcome.ok) throw new Error(`the local replica of org ${org} does not continue at seq ${rows[0]!.seq}`);
+    const last = rows[rows.length - 1]!;
+    this.handed.set(org, last.seq);
+    return tailAt(last);
   }
 
   /**
@@ -333,6 +351,10 @@ export class LedgerReplica {
 
   private lastStreamBatch(org: string): Promise<StreamTail> {
     return lastStreamBatch(this.jsm, this.options.names ?? LEDGER_STREAM, org);
+  }
+
+  private lastStreamRows(org: string): Promise<CommittedBatch | null> {
+    return lastStreamRows(this.jsm, this.options.names ?? LEDGER_STREAM, org);
   }
 
   /** How far behind the stream's end the local ledger is, in stream sequences (0: caught up). */
