@@ -21,12 +21,16 @@ export interface LedgerReplicaOptions {
   names?: LedgerStreamNames;
   /** How long a keyed read waits for the replica before 503. Default 5000 ms. */
   waitMs?: number;
+  /** The most batches of an org kept while it is re-read (past it they are dropped and read from the stream). Default 1000. */
+  holdMax?: number;
   log: Logger;
 }
 
 const WATERMARK = 'watermark';
 /** How long a failed re-read of an org waits before the next. */
 const REPAIR_RETRY_MS = 1000;
+/** Batches of an org the feed brings while it is re-read that are kept, by default. */
+const HOLD_MAX = 1000;
 /** How long a keyed read waits for the feed to bring the org's last batch before reading it from the stream. */
 const PULL_AFTER_MS = 1000;
 
@@ -99,7 +103,7 @@ export class LedgerReplica {
     if (this.divergedAt.has(org)) return;
     const held = this.repairing.get(org);
     if (held !== undefined) {
-      held.push(batch);
+      this.hold(org, held, batch);
       return;
     }
     const tail = this.localLast.get(org) ?? this.tailOf(org);
@@ -140,13 +144,27 @@ export class LedgerReplica {
   private repair(org: string, batch: CommittedBatch | null, why: string): void {
     const held = this.repairing.get(org);
     if (held !== undefined) {
-      if (batch !== null) held.push(batch);
+      if (batch !== null) this.hold(org, held, batch);
       return;
     }
     this.repairing.set(org, batch === null ? [] : [batch]);
     this.localLast.delete(org);
     this.options.log.warn({ org, why }, 'ledger replica: re-reading the org from the stream');
     void this.reread(org);
+  }
+
+  /**
+   * Keeps a batch the feed brought while its org is re-read. A busy org re-read for long would
+   * grow them without bound: past `holdMax` those kept are dropped, as the re-read reads on to
+   * the org's last batch in the stream anyway (a batch dropped after that read is a gap the next
+   * one the feed brings shows, or a keyed read's check: the org is re-read again).
+   */
+  private hold(org: string, held: CommittedBatch[], batch: CommittedBatch): void {
+    if (held.length >= (this.options.holdMax ?? HOLD_MAX)) {
+      this.options.log.warn({ org, dropped: held.length }, 'ledger replica: dropped the batches kept while the org is re-read; the re-read reads them from the stream');
+      held.length = 0;
+    }
+    held.push(batch);
   }
 
   private async reread(org: string): Promise<void> {

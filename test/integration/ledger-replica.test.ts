@@ -8,7 +8,7 @@ import { LedgerReplica } from '../../src/nats/ledger-replica.js';
 import { openLmdb } from '../../src/store/lmdb.js';
 import { LmdbLedgerLog } from '../../src/store/lmdb-ledger-log.js';
 import { chain } from '../contract/ledger-log.case.js';
-import { silentLogger } from '../support/logs.js';
+import { captureLogger, silentLogger, type LogLine } from '../support/logs.js';
 import { natsAvailable, startNats, type NatsServers } from '../support/nats.js';
 import { removeDir, tempDir } from '../support/server.js';
 
@@ -43,7 +43,7 @@ run('LedgerReplica fills a gap in what its feed hands over', () => {
    * A node's replica on a fresh data dir that holds `held` rows of their orgs, and whose saved
    * watermark is `watermark`: its feed starts after that stream sequence.
    */
-  async function replicaOn(stream: JetStreamLedgerLog, watermark: number, held: Record<string, LedgerRow[]> = {}, options: { log?: Logger } = {}) {
+  async function replicaOn(stream: JetStreamLedgerLog, watermark: number, held: Record<string, LedgerRow[]> = {}, options: { log?: Logger; holdMax?: number } = {}) {
     const dir = tempDir('vigil-replica-');
     dirs.push(dir);
     const store = openLmdb(dir, 'process');
@@ -171,6 +171,39 @@ run('LedgerReplica fills a gap in what its feed hands over', () => {
     const { ledger, replica } = await replicaOn(faulty.log, after);
     await expect(replica.caughtUp('middle')).rejects.toMatchObject({ code: 'unavailable' });
     expect(ledger.last('middle')?.seq).toBe(2);
+  }, 60_000);
+
+  it('keeps at most holdMax batches of an org while it is re-read, and the org is whole once the re-read ends', async () => {
+    const stream = await JetStreamLedgerLog.open(nc, { log: silentLogger() });
+    const { rows, fences } = await threeBatches(stream, 'flood');
+    let release = (): void => {};
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    // The re-read's reads wait for the gate: the org stays in repair while its writer appends on.
+    const stalled = byOrg(stream, 'flood', async function* (batches) {
+      await gate;
+      yield* batches;
+    });
+    const lines: LogLine[] = [];
+    // The watermark after the org's first batch: the feed's first batch of it (rows 3-4) leaves a gap.
+    const { ledger, replica } = await replicaOn(stalled.log, fences[0]!, {}, { log: captureLogger(lines), holdMax: 3 });
+    let last = rows[5]!;
+    let fence = fences[2]!;
+    for (let i = 0; i < 10; i++) {
+      const more = chain(2, last);
+      const appended = await stream.append('flood', more, fence);
+      if (!appended.ok) throw new Error('the append was refused');
+      [last, fence] = [more[1]!, appended.fence];
+    }
+    const dropped = (): LogLine[] => lines.filter((l) => l.msg.startsWith('ledger replica: dropped'));
+    const deadline = Date.now() + 10_000;
+    while (dropped().length < 3 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    // 12 batches of the org came during the re-read (rows 3-4, which showed the gap, rows 5-6, then
+    // 10 more): what was kept is dropped as the 4th, 7th and 10th come.
+    expect(dropped().map((l) => l.fields)).toEqual([1, 2, 3].map(() => ({ org: 'flood', dropped: 3 })));
+    release();
+    await caughtUpWithin(replica, 'flood', 10_000);
+    expect(ledger.last('flood')?.seq).toBe(26);
+    expect([...ledger.range('flood', 1, 26)].every((r, i) => r.seq === i + 1)).toBe(true);
   }, 60_000);
 });
 
