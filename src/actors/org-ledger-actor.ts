@@ -148,8 +148,18 @@ export class OrgLedgerActor {
   }
 
   private queued(): void {
-    this.options.share?.set(this.org, true);
+    this.showWork();
     this.pumpAtTurnEnd();
+  }
+
+  /**
+   * Tells the other writers (WriterShare) whether this one has work it can append. One that
+   * cannot (broken: its recovery fails or has not finished; retired) has none, however many
+   * commands wait in it: else every other writer would keep to small batches for as long as it
+   * stays broken.
+   */
+  private showWork(): void {
+    this.options.share?.set(this.org, this.depth > 0 && !this.broken && !this.retired);
   }
 
   /**
@@ -161,7 +171,7 @@ export class OrgLedgerActor {
   retire(): void {
     this.retired = true;
     for (const pending of this.queue.splice(0)) pending.resolve(RETIRED);
-    this.options.share?.set(this.org, false);
+    this.showWork();
   }
 
   /** Launches what waits at the end of this event-loop turn: with the other writers' launches where they share a disk (WriterShare). */
@@ -268,6 +278,7 @@ export class OrgLedgerActor {
         } else {
           if (!this.broken) {
             this.broken = true;
+            this.showWork();
             this.options.log.error({ org: this.org, error: result }, 'ledger append failed');
           }
           // Refused by the fence, nothing of the batch was written: where another node owns the
@@ -288,7 +299,7 @@ export class OrgLedgerActor {
     // batches of every org whose appends settled meanwhile), not in a write of its own now.
     if (this.options.share === undefined) this.pump();
     else if (this.queue.length > 0) this.pumpAtTurnEnd();
-    if (this.depth === 0) this.options.share?.set(this.org, false);
+    this.showWork();
   }
 
   /** Waits for what afterAppend stores because of these rows; its failure is only logged. */
