@@ -87,12 +87,20 @@ export class OrgActors {
   }
 
   /**
-   * Drops the writers of the orgs `which` selects (cluster mode: their partition changed hands).
-   * A command that comes later starts its org's writer again from the log, so it decides from
-   * the org's last batch; a batch a dropped writer still has in flight is settled by the fence.
+   * Drops the writers of the orgs `which` selects (cluster mode: their partition changed hands),
+   * retired (OrgLedgerActor.retire): what waits in them is answered `not_owner`, so the router
+   * takes it to the new owner, and a recovery they retry stops. A writer still starting is
+   * retired once started. A command that comes later starts its org's writer again from the
+   * log, so it decides from the org's last batch; a batch a dropped writer still has in flight is
+   * settled by the fence.
    */
   forget(which: (org: string) => boolean): void {
-    for (const org of [...this.actors.keys()]) if (which(org)) this.actors.delete(org);
+    for (const [org, actor] of [...this.actors]) {
+      if (!which(org)) continue;
+      this.actors.delete(org);
+      if (actor instanceof OrgLedgerActor) actor.retire();
+      else actor.then((started) => started.retire(), () => undefined);
+    }
   }
 
   readonly handle = (command: WriterCommand, options?: RequestOptions): Promise<OrgReply | NotOwner> => {
@@ -113,8 +121,10 @@ export class OrgActors {
 
   private starting(org: string, existing: Promise<OrgLedgerActor> | undefined): Promise<OrgLedgerActor> {
     if (existing !== undefined) return existing;
-    const promise = OrgLedgerActor.start(org, this.log, this.options).then(
+    const promise: Promise<OrgLedgerActor> = OrgLedgerActor.start(org, this.log, this.options).then(
       (actor) => {
+        // Forgotten while it started: `forget` retires it, and a later start is not replaced.
+        if (this.actors.get(org) !== promise) return actor;
         this.actors.set(org, actor);
         const failures = this.startFailures.get(org)?.clear() ?? 0;
         this.startFailures.delete(org);
@@ -122,7 +132,7 @@ export class OrgActors {
         return actor;
       },
       (error: unknown) => {
-        this.actors.delete(org);
+        if (this.actors.get(org) === promise) this.actors.delete(org);
         if (error instanceof LedgerDamagedError) {
           this.markDamaged(org, error.seq);
         } else {

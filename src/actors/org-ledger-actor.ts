@@ -30,6 +30,8 @@ const RECENT_KEYS_KEPT = 10_000;
 const UNAVAILABLE: OrgReply = { ok: false, code: 'unavailable', message: 'the ledger could not be written; nothing was recorded, retry' };
 /** An append refused by the fence: another writer appended first. */
 const CONFLICT = 'the ledger was written by another writer';
+/** The answer to commands that reach a retired writer: nothing of them was decided, the router takes them to the org's owner. */
+const RETIRED: NotOwner = { ok: false, code: 'not_owner', message: 'this node no longer writes the org\'s ledger' };
 
 /**
  * The single writer of one org's ledger. Holds the chain head, next seq and every agent's scoring
@@ -71,6 +73,8 @@ export class OrgLedgerActor {
   /** Settles when every launched batch has been answered, in launch order. */
   private tail: Promise<void> = Promise.resolve();
   private broken = false;
+  /** Set by `retire`: this writer decides nothing more. */
+  private retired = false;
   /** A command threw while planned: the state is rebuilt from the ledger before the next batch. */
   private stale = false;
   /** Set when a rebuild met an unreadable ledger row: every write is refused with it. */
@@ -136,15 +140,38 @@ export class OrgLedgerActor {
   }
 
   /** Why `count` more commands are refused before they are queued, or null. */
-  private refusal(count: number): Refusal | null {
+  private refusal(count: number): Refusal | NotOwner | null {
+    if (this.retired) return RETIRED;
     if (this.damaged !== null) return this.damaged;
     if (this.queue.length + count > this.options.maxPending) return { ok: false, code: 'overloaded', message: `org ${this.org} has too many commands waiting` };
     return null;
   }
 
   private queued(): void {
-    this.options.share?.set(this.org, true);
+    this.showWork();
     this.pumpAtTurnEnd();
+  }
+
+  /**
+   * Tells the other writers (WriterShare) whether this one has work it can append. One that
+   * cannot (broken: its recovery fails or has not finished; retired) has none, however many
+   * commands wait in it: else every other writer would keep to small batches for as long as it
+   * stays broken.
+   */
+  private showWork(): void {
+    this.options.share?.set(this.org, this.depth > 0 && !this.broken && !this.retired);
+  }
+
+  /**
+   * This node no longer writes the org (cluster mode: its partition moved, OrgActors.forget).
+   * Every command still waiting is answered `not_owner` (nothing of it was decided: the router
+   * takes it to the org's owner), later ones too, and a recovery retried every second stops. A
+   * batch already in flight is settled by the fence and answered as usual.
+   */
+  retire(): void {
+    this.retired = true;
+    for (const pending of this.queue.splice(0)) pending.resolve(RETIRED);
+    this.showWork();
   }
 
   /** Launches what waits at the end of this event-loop turn: with the other writers' launches where they share a disk (WriterShare). */
@@ -167,7 +194,7 @@ export class OrgLedgerActor {
   };
 
   private pump(): void {
-    while (!this.broken && !this.stale && this.inflight < this.maxInflight && this.queue.length > 0) {
+    while (!this.retired && !this.broken && !this.stale && this.inflight < this.maxInflight && this.queue.length > 0) {
       // Alone, at most two full batches in flight: one being committed while the next waits its
       // turn. Beside another org's busy writer, one small one (SHARED_BATCH_DIVISOR).
       const shared = this.options.share?.othersBusy(this.org) === true;
@@ -251,6 +278,7 @@ export class OrgLedgerActor {
         } else {
           if (!this.broken) {
             this.broken = true;
+            this.showWork();
             this.options.log.error({ org: this.org, error: result }, 'ledger append failed');
           }
           // Refused by the fence, nothing of the batch was written: where another node owns the
@@ -271,7 +299,7 @@ export class OrgLedgerActor {
     // batches of every org whose appends settled meanwhile), not in a write of its own now.
     if (this.options.share === undefined) this.pump();
     else if (this.queue.length > 0) this.pumpAtTurnEnd();
-    if (this.depth === 0) this.options.share?.set(this.org, false);
+    this.showWork();
   }
 
   /** Waits for what afterAppend stores because of these rows; its failure is only logged. */
@@ -305,6 +333,7 @@ export class OrgLedgerActor {
 
   /** After a failed append: rebuild from the ledger; if even that fails, refuse what waits. */
   private async heal(): Promise<void> {
+    if (this.retired) return;
     try {
       // An append that reported a failure may still have landed (a flush that failed after the
       // commit, an acknowledgement lost on the way): its rows are in the ledger, and what they
@@ -329,7 +358,8 @@ export class OrgLedgerActor {
       }
       const err = ensureError(error);
       if (this.healFailures.note(err.message)) this.options.log.error({ org: this.org, failures: this.healFailures.failures, err }, 'recovery failed');
-      for (const pending of waiting) pending.resolve(UNAVAILABLE);
+      for (const pending of waiting) pending.resolve(this.retired ? RETIRED : UNAVAILABLE);
+      if (this.retired) return;
       // Stay broken and try again in a second; commands that arrive meanwhile wait, and are
       // launched as soon as a retry heals (nothing else would: a submit pumps only as it comes).
       this.tail = this.tail

@@ -1,8 +1,7 @@
 import type { NatsConnection } from '@nats-io/transport-node';
 import { jetstream, jetstreamManager, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
 import type { CommittedBatch } from '../bus/ledger-log.js';
-import type { LedgerRow } from '../domain/ledger.js';
-import { GENESIS_HASH } from '../domain/ledger.js';
+import { GENESIS_HASH, type LedgerRow } from '../domain/ledger.js';
 import type { Database } from 'lmdb';
 import { ensureError, VigilError } from '../errors.js';
 import type { Logger } from '../log.js';
@@ -15,7 +14,7 @@ import type { JetStreamLedgerLog } from './jetstream-ledger-log.js';
 import { toBatch } from './ledger-subscription.js';
 import { partitionOf } from './partition.js';
 import { catchUpPartition } from './partition-catch-up.js';
-import { behind, lastStreamBatch, misfit, tailAt, type StreamTail, type Tail } from './replica-rows.js';
+import { behind, continuing, lastStreamBatch, lastStreamRows, misfit, streamTail, tailAt, type StreamTail, type Tail } from './replica-rows.js';
 import { SeqWaiters } from './seq-waiters.js';
 
 export interface LedgerReplicaOptions {
@@ -25,6 +24,8 @@ export interface LedgerReplicaOptions {
   secondReadMs?: number;
   /** How long a keyed read waits for the replica before 503. Default 5000 ms. */
   waitMs?: number;
+  /** The most batches of an org kept while it is re-read (past it they are dropped and read from the stream). Default 1000. */
+  holdMax?: number;
   log: Logger;
 }
 
@@ -32,6 +33,8 @@ export interface LedgerReplicaOptions {
 const watermarkKey = (partition: number): string => `partition:${partition}`;
 /** How long a failed re-read of an org, or catch-up of a partition, waits before the next. */
 const REPAIR_RETRY_MS = 1000;
+/** Batches of an org the feed brings while it is re-read that are kept, by default. */
+const HOLD_MAX = 1000;
 /** How long a keyed read waits for a partition's catch-up to bring the org's last batch before reading it from the stream. */
 const PULL_AFTER_MS = 1000;
 /**
@@ -232,7 +235,7 @@ export class LedgerReplica {
     if (this.divergedAt.has(org)) return;
     const held = this.repairing.get(org);
     if (held !== undefined) {
-      held.push(batch);
+      this.hold(org, held, batch);
       return;
     }
     const tail = this.localLast.get(org) ?? this.tailOf(org);
@@ -273,13 +276,27 @@ export class LedgerReplica {
   private repair(org: string, batch: CommittedBatch | null, why: string): void {
     const held = this.repairing.get(org);
     if (held !== undefined) {
-      if (batch !== null) held.push(batch);
+      if (batch !== null) this.hold(org, held, batch);
       return;
     }
     this.repairing.set(org, batch === null ? [] : [batch]);
     this.localLast.delete(org);
     this.options.log.warn({ org, why }, 'ledger replica: re-reading the org from the stream');
     void this.reread(org);
+  }
+
+  /**
+   * Keeps a batch the feed brought while its org is re-read. A busy org re-read for long would
+   * grow them without bound: past `holdMax` those kept are dropped, as the re-read reads on to
+   * the org's last batch in the stream anyway (a batch dropped after that read is a gap the next
+   * one the feed brings shows, or a keyed read's check: the org is re-read again).
+   */
+  private hold(org: string, held: CommittedBatch[], batch: CommittedBatch): void {
+    if (held.length >= (this.options.holdMax ?? HOLD_MAX)) {
+      this.options.log.warn({ org, dropped: held.length }, 'ledger replica: dropped the batches kept while the org is re-read; the re-read reads them from the stream');
+      held.length = 0;
+    }
+    held.push(batch);
   }
 
   private async reread(org: string): Promise<void> {
@@ -303,6 +320,7 @@ export class LedgerReplica {
         // From the start: through a consumer, a thousand batches a fetch, not one get per batch.
         const consumer = after === 0 && byConsumer;
         const batches = consumer ? this.stream.readWhole(org, tail.seq + 1) : this.stream.readAfter(org, tail.seq + 1, after);
+        let gap: string | null = null;
         for await (const batch of batches) {
           const newer = batch.rows.filter((row) => row.seq > tail.seq);
           if (newer.length > 0) {
@@ -314,22 +332,29 @@ export class LedgerReplica {
             }
             if (broken !== null && newer[0]!.seq === tail.seq + 1) return this.diverged(org, tail.seq, broken);
             if (broken !== null) {
-              // Rows missing after the hint: the batch holding them is at or before it.
-              again = !fromStart;
-              if (again) after = 0;
-              fromStart = true;
-              throw new Error(`the stream: ${broken}`);
+              gap = broken;
+              break;
             }
-            if (!this.handed.has(org)) this.handed.set(org, tail.seq);
-            const outcome = await this.local.append(org, newer, tail.seq);
-            if (!outcome.ok) throw new Error(`the local replica of org ${org} does not continue at seq ${newer[0]!.seq}`);
-            tail = tailAt(newer[newer.length - 1]!);
-            this.handed.set(org, tail.seq);
+            tail = await this.applyRead(org, tail, newer);
           }
           after = batch.fence;
         }
-        const end = await this.lastStreamBatch(org);
-        if (end.seq > tail.seq) {
+        // The by-subject reads can miss the org's last message while the leader's last-by-subject
+        // get has it (nats-server 2.9.10 after a server was cut off from its cluster and healed:
+        // every re-read failed the same way, and the org's reads and writes waited for good). So
+        // the read ends with that message itself: taken when its rows continue what is held here.
+        const last = await this.lastStreamRows(org);
+        const end = streamTail(last);
+        const rest = last === null || (gap === null && end.seq <= tail.seq) ? null : continuing(tail, last);
+        if (rest !== null && rest.length > 0) {
+          tail = await this.applyRead(org, tail, rest);
+        } else if (gap !== null) {
+          // Rows missing after the hint: the batch holding them is at or before it.
+          again = !fromStart;
+          if (again) after = 0;
+          fromStart = true;
+          throw new Error(`the stream: ${gap}`);
+        } else if (end.seq > tail.seq) {
           // The hint (the org's last batch applied here) was past what is missing: from the start,
           // at once. Or the org's writer appended meanwhile: on at once, as long as each try reads more.
           again = !fromStart || after > reached;
@@ -351,6 +376,16 @@ export class LedgerReplica {
         if (!again) await new Promise((resolve) => setTimeout(resolve, REPAIR_RETRY_MS));
       }
     }
+  }
+
+  /** Appends rows a re-read brought, which continue `tail`, to the local ledger; returns the new tail. */
+  private async applyRead(org: string, tail: Tail, rows: readonly LedgerRow[]): Promise<Tail> {
+    if (!this.handed.has(org)) this.handed.set(org, tail.seq);
+    const outcome = await this.local.append(org, rows, tail.seq);
+    if (!outcome.ok) throw new Error(`the local replica of org ${org} does not continue at seq ${rows[0]!.seq}`);
+    const last = rows[rows.length - 1]!;
+    this.handed.set(org, last.seq);
+    return tailAt(last);
   }
 
   /**
@@ -466,6 +501,10 @@ export class LedgerReplica {
 
   private lastStreamBatch(org: string): Promise<StreamTail> {
     return lastStreamBatch(this.jsm, this.stream.names, org);
+  }
+
+  private lastStreamRows(org: string): Promise<CommittedBatch | null> {
+    return lastStreamRows(this.jsm, this.stream.names, org);
   }
 
   /** How far the partitions being read from the stream now are behind their end, in stream sequences (0: none is). */

@@ -1,4 +1,5 @@
 import type { JetStreamManager } from '@nats-io/jetstream';
+import type { CommittedBatch } from '../bus/ledger-log.js';
 import { GENESIS_HASH, type LedgerRow } from '../domain/ledger.js';
 import { VigilError } from '../errors.js';
 import { decodeBatch, unpackBatch } from './batch-codec.js';
@@ -36,6 +37,27 @@ export async function lastStreamBatch(jsm: JetStreamManager, names: LedgerStream
   const batch = unpackBatch(message.data);
   const seq = batch.first + batch.rows.length - 1;
   return { streamSeq: message.seq, seq, hash: Buffer.from(decodeBatch(batch, seq)[0]!.chainHash) };
+}
+
+/**
+ * The org's last batch in the stream as its leader has it now, every row of it, with its stream
+ * sequence as fence (one message get; null: the org has none).
+ */
+export async function lastStreamRows(jsm: JetStreamManager, names: LedgerStreamNames, org: string): Promise<CommittedBatch | null> {
+  const message = await jsm.streams.getMessage(names.stream, { last_by_subj: ledgerSubject(names, org) });
+  return message === null ? null : { org, rows: decodeBatch(unpackBatch(message.data)), fence: message.seq };
+}
+
+/** Where `batch` leaves the org (null: no batch). */
+export function streamTail(batch: CommittedBatch | null): StreamTail {
+  const last = batch?.rows[batch.rows.length - 1];
+  return batch === null || last === undefined ? { streamSeq: 0, seq: 0, hash: GENESIS_HASH } : { streamSeq: batch.fence, ...tailAt(last) };
+}
+
+/** The rows of `batch` past `tail` if they continue it, or null if they leave a gap or chain onto another row. */
+export function continuing(tail: Tail, batch: CommittedBatch): readonly LedgerRow[] | null {
+  const newer = batch.rows.filter((row) => row.seq > tail.seq);
+  return newer.length === 0 || misfit(tail, newer[0]!) === null ? newer : null;
 }
 
 /** A keyed read or a writer's recovery that cannot be served from this node's copy now: 503, try again. */

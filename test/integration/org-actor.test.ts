@@ -188,3 +188,64 @@ describe('org ledger actor with a bound on afterAppend (cluster mode: a webhook 
     );
   });
 });
+
+describe('org writers dropped when their partition moves (cluster mode: OrgActors.forget)', () => {
+  /** The embedded write path over a log whose reads of org `o` fail or wait while `reads.fail` / `reads.gate` say so. */
+  function droppable(appendsToFail: Set<number>) {
+    const dir = tempDir('vigil-actor-');
+    const reads = { count: 0, fail: false, gate: Promise.resolve() };
+    const path = embedded(dir, { maxPending: 100 }, (log) => {
+      let appends = 0;
+      const wrapped = withAppend(log, (org, rows, expected) => (appendsToFail.has(++appends) ? Promise.reject(new Error('EIO: disk on fire')) : log.append(org, rows, expected)));
+      return {
+        ...wrapped,
+        async *read(org, from) {
+          reads.count++;
+          await reads.gate;
+          if (reads.fail) throw new Error('EIO: the ledger cannot be read');
+          yield* log.read(org, from);
+        },
+      };
+    });
+    cleanups.push(async () => {
+      await path.close();
+      removeDir(dir);
+    });
+    return { path, reads };
+  }
+
+  it('a writer retrying a failed recovery stops retrying, and answers what waits in it not_owner', async () => {
+    const { path, reads } = droppable(new Set([2]));
+    await path.commands.request({ type: 'agent.register', org: 'o', agent: { agent_id: 'a', name: 'A', kind: 'production', observed: true } });
+    reads.fail = true;
+    const before = reads.count;
+    expect(await path.commands.request(ingest(1))).toMatchObject({ ok: false, code: 'unavailable' });
+    // The writer is broken: its recovery reads the ledger, fails, and is retried every second.
+    const deadline = Date.now() + 5_000;
+    while (reads.count === before && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+    expect(reads.count).toBeGreaterThan(before);
+    // Straight to the writers (the router would take a not_owner answer to the owner again).
+    const waiting = path.actors.handle(ingest(2));
+    path.actors.forget((org) => org === 'o');
+    expect(await within(waiting, 5_000, () => 'never answered' as const)).toMatchObject({ ok: false, code: 'not_owner' });
+    const after = reads.count;
+    // Retries came every second before: none in the next 2.5 s.
+    await new Promise((r) => setTimeout(r, 2_500));
+    expect(reads.count).toBe(after);
+    expect([...path.actors.depths()]).toEqual([]);
+  }, 20_000);
+
+  it('a writer still starting when dropped is retired once started: what waited for it is answered not_owner, nothing decided', async () => {
+    const { path, reads } = droppable(new Set());
+    let release = (): void => {};
+    reads.gate = new Promise<void>((resolve) => (release = resolve));
+    const waiting = path.actors.handle({ type: 'agent.register', org: 'o', agent: { agent_id: 'a', name: 'A', kind: 'production', observed: true } });
+    await new Promise((r) => setImmediate(r));
+    expect(reads.count).toBe(1); // the writer is reading its ledger
+    path.actors.forget(() => true);
+    release();
+    expect(await within(waiting, 5_000, () => 'never answered' as const)).toMatchObject({ ok: false, code: 'not_owner' });
+    expect([...path.actors.depths()]).toEqual([]);
+    expect(await path.rows('o')).toEqual([]);
+  }, 20_000);
+});
