@@ -28,7 +28,7 @@ async function owner(routes: Route[]) {
   const registry = new Registry(stores.registry);
   const key = await registry.createKey('acme', ['admin'], 'reader');
   const record = registry.authenticate(`Bearer ${key.key}`);
-  const reads = new KeyedReads({ node: 'node-a', owns: () => true, caughtUp: () => Promise.resolve(), commands: new LocalCommandRouter(), registry, log: silentLogger() });
+  const reads = new KeyedReads({ node: 'node-a', owns: () => true, caughtUp: () => Promise.resolve(), settled: () => Promise.resolve(), commands: new LocalCommandRouter(), registry, log: silentLogger() });
   reads.register(routes);
   const command = (path: string): ReadForwardCommand => ({ type: 'read.forward', org: 'acme', path, params: { id: 'x' }, query: 'a=1', headers: {}, url: '', key: { id: record.id, hash: record.hash } });
   return { reads, registry, key, command };
