@@ -132,7 +132,7 @@ run('cluster log routes', () => {
     expect(res.headers.get('retry-after')).toBe('1');
     expect(res.headers.get('access-control-allow-origin')).toBe('*');
     expect(res.headers.get('cache-control')).toBe('no-store');
-    const { error } = await res.json();
+    const { error } = (await res.json()) as { error: { code: string; message: string } };
     expect(error.code).toBe('unavailable');
     // The command router's answer when no owner takes the read, as for a keyed read.
     expect(error.message).toBe('no writer of org acme answered in time; nothing was recorded, retry');
