@@ -6,6 +6,7 @@ import { DeliveryActor } from './actors/delivery-actor.js';
 import { ExportLog } from './actors/export-log.js';
 import { WriterShare } from './actors/writer-share.js';
 import { KeyedReads } from './http/keyed-reads.js';
+import { projectionsSettled } from './actors/projections-settled.js';
 import { IntakePacer } from './http/intake-pacer.js';
 import { OrgActors } from './actors/org-actors.js';
 import { directorySources, PublicRecords } from './actors/public-records.js';
@@ -227,10 +228,14 @@ async function start(config: Config, log: Logger, options: RuntimeOptions, lock:
   const treesStarted = performance.now();
   const treesCaughtUp = feedTrees ? trees.catchUpAll().then(() => log.info({ ms: Math.round(performance.now() - treesStarted) }, 'Merkle trees caught up with the ledger')) : null;
   // Cluster mode: keyed reads are answered by the org's owner, as its writes are.
-  const reads = cluster === null ? undefined : new KeyedReads({ node: cluster.config.node, owns: (org) => cluster.owns(org), caughtUp: (org) => cluster.caughtUp(org), commands, registry, log });
+  // Cluster mode: what a node answers locally of an org it may not own waits for its projections.
+  const settled = projectionsSettled(store.ledger, directory);
+  const reads =
+    cluster === null ? undefined : new KeyedReads({ node: cluster.config.node, owns: (org) => cluster.owns(org), caughtUp: (org) => cluster.caughtUp(org), settled, commands, registry, log });
   if (cluster === null) commands.serve(ownerHandler(actors, deliveries), { owns: () => true });
   else {
-    // Public reads answer from the records the orgs' owners publish, never from a forward.
+    // Public reads answer from the records the orgs' owners publish, never from a forward (the
+    // log's tiles and proofs excepted: they read the owner's tree).
     cluster.publishPublicRecords(directory);
     cluster.serve(actors, deliveries, reads);
   }
@@ -294,6 +299,7 @@ async function start(config: Config, log: Logger, options: RuntimeOptions, lock:
       mode,
       cluster: cluster === null ? undefined : { node: cluster.config.node, partitionsOwned: () => cluster.partitionsOwned(), map: () => partitionMap(cluster.leases.ownerUrls()) },
       caughtUp: cluster === null ? undefined : (org: string) => cluster.caughtUp(org),
+      settled: cluster === null ? undefined : settled,
       reads,
       commands,
       registry,

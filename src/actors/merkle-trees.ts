@@ -185,6 +185,19 @@ export class MerkleTrees {
   }
 
   /**
+   * Whether the org's tree can be trusted and holds the ledger's rows through `seq`. A tree behind
+   * rows the ledger holds and not catching up (a node not fed the org live: its copy was pulled on
+   * demand) starts catching up from them, so that asking again soon finds it whole.
+   */
+  holds(org: string, seq: number): boolean {
+    if (this.catchingUp(org)) return false;
+    const size = this.size(org);
+    if (size >= seq) return true;
+    if ((this.ledger.last(org)?.seq ?? 0) > size) this.catchUp(org);
+    return false;
+  }
+
+  /**
    * For the bench's A/B of the write path without trees only: the trees are not fed, and every
    * org's counts as catching up for good (its routes answer 503, no checkpoint is signed).
    */

@@ -38,8 +38,9 @@ export interface DeliveryRetryCommand {
 }
 
 /**
- * A keyed read (a GET with a key) sent to the org's owner, which answers it from its own copy
- * (cluster mode; see KeyedReads). The key travels as its id and digest, never its secret.
+ * A read sent to the org's owner, which answers it from its own copy (cluster mode; see
+ * KeyedReads): a keyed GET, whose key travels as its id and digest (never its secret), or a
+ * public read of the org's log (tiles, consistency proofs), which has no key.
  */
 export interface ReadForwardCommand {
   type: 'read.forward';
@@ -51,7 +52,8 @@ export interface ReadForwardCommand {
   query: string;
   headers: Record<string, string>;
   url: string;
-  key: { id: string; hash: string };
+  /** Absent: a public log read, answered only by a route mounted for one (Route.owner). */
+  key?: { id: string; hash: string };
 }
 
 /** A forwarded read's answer, as the owner wrote it; or word that it is too large to carry. */

@@ -32,6 +32,8 @@ export interface AppDeps {
   cluster?: { node: string; partitionsOwned: () => number[]; map: () => PartitionMap } | undefined;
   /** Cluster mode: read-your-writes on this node (a bundle's window; keyed GETs go through `reads`). */
   caughtUp?: ((org: string) => Promise<void>) | undefined;
+  /** Cluster mode: after `caughtUp`, until this node's projections of the org have taken the rows it brought (bounded, else 503). */
+  settled?: ((org: string) => Promise<void>) | undefined;
   /** Cluster mode: keyed GETs answered by the org's owner. */
   reads?: KeyedReads | undefined;
   /** Commands to the org writers. */

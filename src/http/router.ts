@@ -58,6 +58,12 @@ export interface Route {
   events?: (body: unknown) => number;
   /** Cluster mode: a keyed GET answered by the node it reaches, not its org's owner (a streamed or long answer). */
   forward?: false;
+  /**
+   * A public read of one org's log (`:org`) that reads the org's Merkle tree: its answer, less the
+   * public gate's headers, as the org's owner gives it (cluster mode: `handler` admits the request
+   * on the node asked, then has the owner run this; see logRoute). Never throws: errors are answers.
+   */
+  owner?: (ctx: RouteContext) => RouteResult;
   handler: (ctx: RouteContext) => RouteResult | Promise<RouteResult>;
 }
 

@@ -109,6 +109,42 @@ describeModes('audit', (m) => {
   });
 
   describe('tampering with the stored ledger', () => {
+    m.embeddedOnly('it rewrites a row in the LMDB of one stopped process; in cluster mode that is a replica of the stream')('verifies an agent the directory does not know but the rows do (the replay stopped at an unreadable row)', async () => {
+      const dir = tempDir();
+      const s = await startServer({}, dir);
+      try {
+        await call(s.url, 'POST', '/agents/', { body: { agent_id: 't', name: 'T' } });
+        for (let i = 0; i < 3; i++) await call(s.url, 'POST', '/events/', { body: { agent_id: 't', event_type: 'output_generated', payload: { i } } });
+        await call(s.url, 'POST', '/agents/', { body: { agent_id: 'late', name: 'Late' } });
+        await s.close();
+        // Seq 3 made unreadable: the start-up replay stops there, so the directory never sees seq 5,
+        // the agent's registration (as a node's directory that has not taken rows it holds).
+        const env = open({ path: dir, maxDbs: 16 });
+        const ledger = env.openDB<Buffer, [string, number]>({ name: 'ledger', encoding: 'binary' });
+        const row = Buffer.from(ledger.get(['acme', 3])!);
+        const at = row.indexOf('"i":1');
+        expect(at).toBeGreaterThan(0);
+        row.write('"i":}', at);
+        await ledger.put(['acme', 3], row);
+        // Without the checkpoints saved at the stop, which would restore the directory whole.
+        await env.openDB({ name: 'snapshots' }).clearAsync();
+        await env.close();
+        const again = await startServer({}, dir);
+        try {
+          expect((await call(again.url, 'GET', '/agents/late')).status).toBe(404);
+          // Found by its rows: the verification answers for it, and names the first bad seq.
+          const res = await call(again.url, 'GET', '/audit/late/verify');
+          expect(res.status).toBe(200);
+          expect(res.body).toMatchObject({ ok: false, agent_id: 'late', first_bad_seq: 3, agent_records: 1 });
+          expect((await call(again.url, 'GET', '/audit/nobody/verify')).status).toBe(404);
+        } finally {
+          await again.close();
+        }
+      } finally {
+        removeDir(dir);
+      }
+    });
+
     m.embeddedOnly('it rewrites a row in the LMDB of one stopped process; in cluster mode that is a replica of the stream')('is detected by the verify route, which names the first bad seq', async () => {
       const dir = tempDir();
       const s = await startServer({}, dir);

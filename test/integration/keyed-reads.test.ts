@@ -28,7 +28,7 @@ async function owner(routes: Route[]) {
   const registry = new Registry(stores.registry);
   const key = await registry.createKey('acme', ['admin'], 'reader');
   const record = registry.authenticate(`Bearer ${key.key}`);
-  const reads = new KeyedReads({ node: 'node-a', owns: () => true, caughtUp: () => Promise.resolve(), commands: new LocalCommandRouter(), registry, log: silentLogger() });
+  const reads = new KeyedReads({ node: 'node-a', owns: () => true, caughtUp: () => Promise.resolve(), settled: () => Promise.resolve(), commands: new LocalCommandRouter(), registry, log: silentLogger() });
   reads.register(routes);
   const command = (path: string): ReadForwardCommand => ({ type: 'read.forward', org: 'acme', path, params: { id: 'x' }, query: 'a=1', headers: {}, url: '', key: { id: record.id, hash: record.hash } });
   return { reads, registry, key, command };
@@ -69,5 +69,49 @@ describe('KeyedReads.serve (the owner of a forwarded read)', () => {
     const { reads, command } = await owner([route('/big', () => ({ text: big, contentType: 'text/plain' })), route('/small', () => ({ text: 'é'.repeat(1000), contentType: 'text/plain' }))]);
     expect(await reads.serve(command('/big'))).toEqual({ ok: true, value: { tooLarge: true } });
     expect(await reads.serve(command('/small'))).toMatchObject({ ok: true, value: { status: 200 } });
+  });
+});
+
+describe('KeyedReads: public log reads and answers too large to carry', () => {
+  it('serves a read without a key only by a public log route\'s owner side, never by a keyed route, and does not catch up for it', async () => {
+    const dir = tempDir('vigil-keyed-reads-');
+    const stores = openLmdb(dir);
+    cleanups.push(async () => {
+      await stores.close();
+      removeDir(dir);
+    });
+    const caughtUp: string[] = [];
+    const reads = new KeyedReads({ node: 'node-a', owns: () => true, caughtUp: (org) => (caughtUp.push(org), Promise.resolve()), settled: () => Promise.resolve(), commands: new LocalCommandRouter(), registry: new Registry(stores.registry), log: silentLogger() });
+    const logRoute: Route = { method: 'get', path: '/public/log/:org', auth: 'none', handler: () => ({ status: 429, body: {} }), owner: ({ params }) => ({ text: `log of ${params.org}`, contentType: 'text/plain', headers: { 'cache-control': 'no-cache' } }) };
+    reads.register([route('/things/:id', () => ({ body: { secret: true } })), logRoute]);
+    const keyless = (path: string): ReadForwardCommand => ({ type: 'read.forward', org: 'acme', path, params: { org: 'acme', id: 'x' }, query: '', headers: {}, url: '' });
+    expect(await reads.serve(keyless('/public/log/:org'))).toEqual({ ok: true, value: { status: 200, contentType: 'text/plain', headers: { 'cache-control': 'no-cache', [ANSWERED_BY]: 'node-a' }, body: 'log of acme' } });
+    expect(await reads.serve(keyless('/things/:id'))).toMatchObject({ ok: true, value: { status: 503 } });
+    expect(caughtUp).toEqual([]);
+  });
+
+  it('answers a read too large to carry here only once this node\'s projections have taken what the catch-up brought', async () => {
+    const dir = tempDir('vigil-keyed-reads-');
+    const stores = openLmdb(dir);
+    cleanups.push(async () => {
+      await stores.close();
+      removeDir(dir);
+    });
+    const registry = new Registry(stores.registry);
+    const record = registry.authenticate(`Bearer ${(await registry.createKey('acme', ['admin'], 'reader')).key}`);
+    // The owner (another node, here the router's one handler) says the answer is too large.
+    const commands = new LocalCommandRouter();
+    commands.serve(() => Promise.resolve({ ok: true, value: { tooLarge: true } }), { owns: () => true });
+    let settle = (): void => {};
+    const settled = new Promise<void>((resolve) => (settle = resolve));
+    const reads = new KeyedReads({ node: 'node-b', owns: () => false, caughtUp: () => Promise.resolve(), settled: () => settled, commands, registry, log: silentLogger() });
+    let ran = 0;
+    const big = route('/big', () => ({ body: { n: ++ran } }));
+    const ctx = { params: {}, query: new URLSearchParams(), headers: {}, key: record, body: undefined, ip: '', url: '', connection: { aborted: false } };
+    const answer = reads.answer(big, ctx);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(ran).toBe(0);
+    settle();
+    expect(await answer).toEqual({ body: { n: 1 } });
   });
 });

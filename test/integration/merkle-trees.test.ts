@@ -305,3 +305,27 @@ describe('Merkle trees of orgs, stored in LMDB', () => {
     await stores.close();
   });
 });
+
+describe('MerkleTrees.holds', () => {
+  it('says whether the tree holds the rows through a seq, and catches up from the ledger rows it was never fed', async () => {
+    const { stores } = open();
+    try {
+      const rows = ledger(1_000);
+      // Rows pulled into the ledger without the tree being fed (a node that does not own the org).
+      await commit(stores, 'acme', rows);
+      const trees = new MerkleTrees(stores.merkle, stores.ledger, silentLogger());
+      expect(trees.holds('acme', 0)).toBe(true);
+      expect(trees.holds('acme', 1_000)).toBe(false);
+      const end = Date.now() + 10_000;
+      while (!trees.holds('acme', 1_000)) {
+        if (Date.now() > end) throw new Error('the tree did not catch up with its ledger');
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+      expect(rootAt(trees.tree('acme')).equals(rootAt(reference(rows)))).toBe(true);
+      expect(trees.holds('acme', 1_001)).toBe(false);
+      await trees.settled();
+    } finally {
+      await stores.close();
+    }
+  });
+});

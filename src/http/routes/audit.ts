@@ -24,7 +24,8 @@ export function auditRoutes(deps: AppDeps): Route[] {
       path: '/audit/export',
       audit: true,
       auth: 'key',
-      // Streamed: answered by the node it reaches, from its copy (caught up first).
+      // Streamed: answered by the node it reaches, from its ledger's rows (caught up first), the
+      // only thing of the org it reads.
       forward: false,
       handler: ({ key, query }) => {
         const q = validate(exportQuery, Object.fromEntries(query), 'query');
@@ -48,14 +49,17 @@ export function auditRoutes(deps: AppDeps): Route[] {
       path: '/audit/:agent_id/verify',
       audit: true,
       auth: 'key',
-      // The whole chain rehashed may take longer than a forwarded request waits: answered here.
+      // The whole chain rehashed may take longer than a forwarded request waits: answered here,
+      // from the ledger's rows alone (caught up first; this node's directory of an org it does
+      // not own may trail them, or not be kept): an agent is known by its rows, the first being
+      // its registration, so one with none is not found.
       forward: false,
       handler: async ({ key, params, query }) => {
         const q = validate(verifyQuery, Object.fromEntries(query), 'query');
         const id = params.agent_id ?? '';
-        if (deps.directory.get(key.org, id) === undefined) throw new VigilError('not_found', `agent ${id} not found`);
         const length = deps.ledger.last(key.org)?.seq ?? 0;
         const check = await deps.verifyChain(key.org, length, id, q.head === undefined ? null : Buffer.from(q.head, 'hex'));
+        if (check.agent_records === 0) throw new VigilError('not_found', `agent ${id} not found`);
         const body: Record<string, unknown> = {
           ok: check.ok,
           org: key.org,

@@ -33,8 +33,11 @@ export function exportRoutes(deps: AppDeps): Route[] {
         // The command's deadline runs from now, not from after the reads below (cluster mode's answer bound).
         const deadline = deps.now() + DEFAULT_DEADLINE_MS;
         // A bundle is a read of this node's ledger: in cluster mode it first waits, as keyed GETs
-        // do, until this node's replica holds the org's last batch (read-your-writes on any node).
+        // do, until this node's replica holds the org's last batch (read-your-writes on any node),
+        // then until its directory has taken those rows (it names the bundle's agents), as the
+        // tree must (logFiles).
         await deps.caughtUp?.(org);
+        await deps.settled?.(org);
         const length = deps.directory.org(org)?.length ?? 0;
         const req = { ...valid, until_seq: valid.until_seq ?? length };
         if (req.until_seq > length) {
@@ -84,12 +87,12 @@ const TREE_WAIT_MS = 2000;
 /**
  * The bundle's log files: the checkpoint of the org's tree at until_seq, signed now, and the compact
  * range before since_seq. The tree follows the ledger; one behind the window (catching up after a
- * start) is waited for briefly, then 503.
+ * start, or not fed the org live: it then catches up from the rows here) is waited for briefly, then 503.
  */
 async function logFiles(deps: AppDeps, org: string, since: number, until: number): Promise<{ checkpoint: string; merkle: MerkleFile }> {
   const { trees, checkpoints } = deps.transparency;
   const deadline = performance.now() + TREE_WAIT_MS;
-  while (trees.catchingUp(org) || trees.size(org) < until) {
+  while (!trees.holds(org, until)) {
     if (performance.now() > deadline) throw new VigilError('unavailable', `the transparency log of ${org} is catching up with its ledger; ask again shortly`, undefined, { retryAfterSeconds: 1 });
     await new Promise((resolve) => setTimeout(resolve, 20));
   }

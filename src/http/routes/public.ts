@@ -66,7 +66,7 @@ function rendered(ctx: RouteContext, found: Rendered | undefined, headers: Recor
 export function publicRoute(
   path: string,
   gate: PublicGate,
-  handler: (ctx: RouteContext, headers: Record<string, string>) => RouteResult,
+  handler: (ctx: RouteContext, headers: Record<string, string>) => RouteResult | Promise<RouteResult>,
   options: { url?: boolean } = {},
 ): Route {
   return {

@@ -7,6 +7,7 @@ import type { AppDeps } from '../deps.js';
 import { errorResponse } from '../errors.js';
 import type { Route, RouteContext, RouteResult } from '../router.js';
 import { inclusionBody } from './inclusion-body.js';
+import { answered, logRoute } from './log-route.js';
 import { PUBLIC_NOT_FOUND, publicRoute, type PublicGate } from './public.js';
 import { queryInt } from '../validate.js';
 
@@ -72,7 +73,9 @@ export function transparencyRoutes(deps: AppDeps, gate: PublicGate): Route[] {
       handler: ({ key, query }) => consistency(key.org, query),
     },
     // Public, for orgs with a public agent (others 404 exactly as the public list does): the key,
-    // the checkpoint, consistency proofs. No key, the public rate limit.
+    // the checkpoint, tiles, consistency proofs. No key, the public rate limit. The checkpoint is
+    // answered by any node: the largest of its own and the cluster's board (a KV every node
+    // watches), checked and signed again here; tiles and proofs read the tree, so the owner's.
     publicRoute('/public/log-key', gate, (_ctx, headers) => ({ text: `${verifierKey(checkpoints.prefixKey)}\n`, contentType: 'text/plain; charset=utf-8', headers })),
     ...['/public/checkpoints/:org', '/public/tiles/:org/checkpoint'].map((path) =>
       // The second is where C2SP tlog-tiles clients look for it: <tile prefix>/checkpoint.
@@ -83,14 +86,16 @@ export function transparencyRoutes(deps: AppDeps, gate: PublicGate): Route[] {
       ),
     ),
     // C2SP tlog-tiles: tile/<L>/<N>[.p/<W>], the hashes of tree level 8·L; immutable once served
-    // (a partial tile of width W never changes either).
-    publicRoute(
+    // (a partial tile of width W never changes either). Read from the org's tree: the owner's.
+    logRoute(
       '/public/tiles/:org/tile/*',
       gate,
-      (ctx, headers) =>
-        withGateHeaders(headers, () => {
+      deps.reads,
+      hidden,
+      (ctx) =>
+        answered(deps.log, () => {
           const org = ctx.params.org!;
-          if (!publicOrg(ctx)) return notFound(headers);
+          if (!publicOrg(ctx)) return notFound({});
           if (trees.catchingUp(org)) throw rebuilding();
           const tile = parseTilePath(ctx.url.slice(ctx.url.indexOf('/tile/') + '/tile/'.length));
           const bytes = tile === null ? undefined : trees.reading(org, () => trees.tree(org).stripeBytes(tile.level * 8, tile.index, tile.width));
@@ -98,15 +103,14 @@ export function transparencyRoutes(deps: AppDeps, gate: PublicGate): Route[] {
             // A tile inside the checkpoint served (cluster mode: another node's, larger than this
             // node's tree yet) exists: ask again, rather than a 404 a cache would keep.
             if (tile !== null && tileLeaves(tile) <= (checkpoints.get(org)?.size ?? 0)) throw behind();
-            return notFound(headers);
+            return notFound({});
           }
-          return { bytes, contentType: 'application/octet-stream', headers: { ...headers, 'cache-control': 'public, max-age=31536000, immutable' } };
+          return { bytes, contentType: 'application/octet-stream', headers: { 'cache-control': 'public, max-age=31536000, immutable' } };
         }),
+      deps.log,
       { url: true },
     ),
-    publicRoute('/public/proof/:org/consistency', gate, (ctx, headers) =>
-      withGateHeaders(headers, () => (publicOrg(ctx) ? { ...consistency(ctx.params.org!, ctx.query), headers } : notFound(headers))),
-    ),
+    logRoute('/public/proof/:org/consistency', gate, deps.reads, hidden, (ctx) => answered(deps.log, () => (publicOrg(ctx) ? consistency(ctx.params.org!, ctx.query) : notFound({}))), deps.log),
   ];
 
   /** A public answer, its errors (400, 503) too, with the gate's headers (CORS, rate limit): a page on another origin reads them. */
@@ -128,6 +132,11 @@ export function transparencyRoutes(deps: AppDeps, gate: PublicGate): Route[] {
     if (to > tree.size) throw to <= (checkpoints.get(org)?.size ?? 0) ? behind() : invalid('to', `the tree holds ${tree.size} records`);
     if (from > to) throw invalid('from', 'must not be above to');
     return { body: { from, to, hashes: trees.reading(org, () => consistencyProof(tree, from, to)).map(hex) } };
+  }
+
+  /** The 404 of an org without a public agent, given by the node asked (every node holds the public records). */
+  function hidden(ctx: RouteContext): RouteResult | null {
+    return publicOrg(ctx) ? null : notFound({});
   }
 
   function publicOrg(ctx: RouteContext): boolean {
