@@ -1,6 +1,7 @@
 import { ownerHandler } from '../actors/owner-handler.js';
 import type { KeyObject } from 'node:crypto';
-import { connect, type NatsConnection } from '@nats-io/transport-node';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { connectNode } from './node-connection.js';
 import type { AppendOutcome, BatchHandler, CommittedBatch, Fence, LedgerCapability, LedgerLog, Position, Subscription } from '../bus/ledger-log.js';
 import type { NotOwner } from '../bus/messages.js';
 import type { LedgerRow } from '../domain/ledger.js';
@@ -114,7 +115,7 @@ export class ClusterNode {
   static async join(config: ClusterConfig, store: LmdbStores, local: LmdbLedgerLog, log: Logger): Promise<ClusterNode> {
     let nc: NatsConnection;
     try {
-      nc = await connect({ servers: config.servers, name: `vigil ${config.node}`, maxReconnectAttempts: -1 });
+      nc = await connectNode({ servers: config.servers, name: `vigil ${config.node}`, maxReconnectAttempts: -1 });
     } catch (error) {
       throw new StartError('cluster_unavailable', `cannot reach NATS at ${config.servers.join(',')} (VIGIL_NATS_URL): ${ensureError(error).message}`, { cause: error });
     }
