@@ -19,7 +19,6 @@ import { ensureClusterSettings, defaultReplicas } from './cluster-settings.js';
 import { openClusterStores, type ClusterStores } from './cluster-stores.js';
 import { openClusterWebhooks, type ClusterWebhooks } from './cluster-webhooks.js';
 import { JetStreamLedgerLog } from './jetstream-ledger-log.js';
-import { EarlierLayoutError } from './ledger-stream.js';
 import { LedgerReplica } from './ledger-replica.js';
 import { NatsCommandRouter } from './nats-command-router.js';
 import { PartitionLeases } from './partition-leases.js';
@@ -129,12 +128,7 @@ export class ClusterNode {
       }
       const stores = await openClusterStores(nc, { replicas, log });
       closing.unshift(() => stores.close());
-      let ledger: JetStreamLedgerLog;
-      try {
-        ledger = await JetStreamLedgerLog.open(nc, { replicas, partitions: config.partitions, log });
-      } catch (error) {
-        throw error instanceof EarlierLayoutError ? new StartError('cluster_mismatch', error.message, { cause: error }) : error;
-      }
+      const ledger = await JetStreamLedgerLog.open(nc, { replicas, partitions: config.partitions, log });
       closing.unshift(() => ledger.close());
       const replica = await LedgerReplica.start(nc, ledger, local, store.ledger, { meta: store.env.table<string, number>('replica'), log });
       closing.unshift(() => replica.close());

@@ -5,6 +5,7 @@ import type { AppendOutcome, BatchHandler, CommittedBatch, Fence, LedgerCapabili
 import type { Logger } from '../log.js';
 import { decodeBatch, encodeBatches, sameBatch, unpackBatch } from './batch-codec.js';
 import { ensureLedgerStream, LEDGER_STREAM, ledgerSubject, type LedgerStreamNames } from './ledger-stream.js';
+import { migrateEarlierLayout } from './ledger-migration.js';
 import { openLedgerFeed, type LedgerFeed } from './ledger-subscription.js';
 
 export interface JetStreamLedgerLogOptions extends Partial<LedgerStreamNames> {
@@ -93,7 +94,9 @@ export class JetStreamLedgerLog implements LedgerLog {
     const timeout = options.timeoutMs ?? 5000;
     const jsm = await jetstreamManager(nc, { timeout });
     await ensureLedgerStream(jsm, names, options.replicas ?? 1, options.log);
-    return new JetStreamLedgerLog(nc, jetstream(nc, { timeout }), jsm, names, options, owns);
+    const js = jetstream(nc, { timeout });
+    await migrateEarlierLayout(js, jsm, names, options.log);
+    return new JetStreamLedgerLog(nc, js, jsm, names, options, owns);
   }
 
   /**

@@ -43,22 +43,9 @@ export function orgOfSubject(subject: string): string {
  * taken back, and the fences of later batches point past it). Creating an identical stream is a
  * no-op, so nodes starting together may all call this.
  */
-export async function ensureLedgerStream(jsm: JetStreamManager, names: LedgerStreamNames, replicas: number, log: Logger): Promise<void> {
-  await ensureKeptStream(jsm, names, replicas, log, 'ledger');
-  // Versions before partition-scoped nodes published on `<prefix>.<org>`: such batches would be
-  // invisible to every read here, so a cluster holding them is refused, never half read.
-  const earlier = (await whileSettling(() => jsm.streams.info(names.stream, { subjects_filter: `${names.subjectPrefix}.*` }))).state.subjects;
-  const subjects = Object.keys(earlier ?? {});
-  if (subjects.length > 0) {
-    throw new EarlierLayoutError(
-      `stream ${names.stream} holds ledger batches of an earlier version's layout (${subjects.length} subjects like ${subjects[0]}, not ${names.subjectPrefix}.<partition>.<org>); ` +
-        'this version cannot read them: keep the earlier version on this cluster, or start this one on a new NATS cluster',
-    );
-  }
+export function ensureLedgerStream(jsm: JetStreamManager, names: LedgerStreamNames, replicas: number, log: Logger): Promise<void> {
+  return ensureKeptStream(jsm, names, replicas, log, 'ledger');
 }
-
-/** The ledger stream was written by a version whose subjects carry no partition. */
-export class EarlierLayoutError extends Error {}
 
 /**
  * A stream of records kept for good (the ledger, the webhook store): subjects `<prefix>.>`, file

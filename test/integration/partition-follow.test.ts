@@ -1,10 +1,10 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
-import { jetstreamManager } from '@nats-io/jetstream';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { LedgerRow } from '../../src/domain/ledger.js';
 import { JetStreamLedgerLog } from '../../src/nats/jetstream-ledger-log.js';
 import { LedgerReplica } from '../../src/nats/ledger-replica.js';
-import { EarlierLayoutError } from '../../src/nats/ledger-stream.js';
+import { encodeBatches } from '../../src/nats/batch-codec.js';
 import { partitionOf } from '../../src/nats/partition.js';
 import { openLmdb } from '../../src/store/lmdb.js';
 import type { LmdbLedger } from '../../src/store/lmdb-ledger.js';
@@ -156,11 +156,47 @@ run('partition-scoped ledger copies', () => {
     expect(hashes(reopened.ledger, org)).toEqual(expected(a.rows));
   }, 60_000);
 
-  it('refuses a ledger stream written with the earlier layout (no partition in its subjects)', async () => {
+  it('moves a ledger stream of the earlier layout (no partition in its subjects) onto partitioned subjects, once, with nodes starting together', async () => {
     const jsm = await jetstreamManager(nc);
+    const js = jetstream(nc);
     n++;
-    await jsm.streams.add({ name: `OLD_T${n}`, subjects: [`o${n}.ledger.>`], deny_delete: true, deny_purge: true });
-    await (await import('@nats-io/jetstream')).jetstream(nc).publish(`o${n}.ledger.acme`, new Uint8Array([1]));
-    await expect(JetStreamLedgerLog.open(nc, { stream: `OLD_T${n}`, subjectPrefix: `o${n}.ledger`, partitions: PARTITIONS, log: silentLogger() })).rejects.toThrow(EarlierLayoutError);
+    const names = { stream: `OLD_T${n}`, subjectPrefix: `o${n}.ledger`, partitions: PARTITIONS };
+    await jsm.streams.add({ name: names.stream, subjects: [`${names.subjectPrefix}.>`], deny_delete: true, deny_purge: true });
+    // Two orgs written as the earlier version did: `<prefix>.<org>`, each batch fenced on the one before.
+    const written = new Map<string, LedgerRow[]>();
+    for (const org of twoOrgs()) {
+      let rows: LedgerRow[] = [];
+      let fence = 0;
+      for (let i = 0; i < 30; i++) {
+        const next = chain(1 + (i % 3), rows.at(-1));
+        for (const { first, payload } of encodeBatches(next, 1 << 20)) {
+          fence = (await js.publish(`${names.subjectPrefix}.${org}`, payload, { msgID: `${org}:${first}`, expect: { lastSubjectSequence: fence } })).seq;
+        }
+        rows = [...rows, ...next];
+      }
+      written.set(org, rows);
+    }
+    // Two nodes start on it at once: both copy, the fence keeps each batch once.
+    const other = await connect({ servers: nats.urls });
+    closing.push(() => other.close());
+    const [a, b] = await Promise.all([nc, other].map((conn) => JetStreamLedgerLog.open(conn, { ...names, log: silentLogger() })));
+    closing.push(() => a!.close(), () => b!.close());
+    for (const [org, rows] of written) {
+      const batches = [];
+      for await (const batch of a!.read(org, 1)) batches.push(batch);
+      expect(batches.flatMap((batch) => batch.rows.map((r) => Buffer.from(r.chainHash).toString('hex')))).toEqual(expected(rows));
+      // The org's writer goes on from the new subject's fence.
+      const more = chain(2, rows.at(-1));
+      expect(await a!.append(org, more, batches.at(-1)!.fence)).toMatchObject({ ok: true });
+      // And a node that gains the partition reads it from the new subjects.
+      const copy = await nodeCopy(a!);
+      copy.replica.follow([partitionOf(org, PARTITIONS)]);
+      await copy.replica.firstRead(partitionOf(org, PARTITIONS));
+      expect(hashes(copy.ledger, org)).toEqual(expected([...rows, ...more]));
+    }
+    // Done once: a later start finds the marker and copies nothing.
+    const info = await jsm.streams.info(names.stream);
+    await (await JetStreamLedgerLog.open(nc, { ...names, log: silentLogger() })).close();
+    expect((await jsm.streams.info(names.stream)).state.last_seq).toBe(info.state.last_seq);
   }, 60_000);
 });

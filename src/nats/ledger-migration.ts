@@ -1,0 +1,89 @@
+import { JetStreamApiCodes, JetStreamApiError, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
+import type { Logger } from '../log.js';
+import { unpackBatch } from './batch-codec.js';
+import { ledgerSubject, type LedgerStreamNames } from './ledger-stream.js';
+import { whileSettling } from './stream-settling.js';
+
+/** Messages one fetch asks for, and how long it waits for them. */
+const FETCH = 1000;
+const FETCH_MS = 2000;
+
+/** The subject whose one message says the stream's batches are all on partitioned subjects. */
+export function layoutMarker(names: LedgerStreamNames): string {
+  return `${names.subjectPrefix}.layout.2`;
+}
+
+/**
+ * Moves a ledger stream written before subjects carried the partition (`<prefix>.<org>`) to
+ * `<prefix>.<partition>.<org>`: each org's batches are copied, byte for byte and in order, onto
+ * its new subject, each fenced on the one before there, and a marker message says it is done, so
+ * later starts ask one question. The old messages stay (the stream denies deletes); nothing reads
+ * them again. Nodes starting together may all run it: a copy refused by the fence means another
+ * node copied that batch, and the copy goes on after what the new subject holds. Nodes of the
+ * earlier version must all be stopped first (they would go on writing the old subjects).
+ * Resolves with the number of orgs whose batches were copied here.
+ */
+export async function migrateEarlierLayout(js: JetStreamClient, jsm: JetStreamManager, names: LedgerStreamNames, log: Logger): Promise<number> {
+  if ((await jsm.streams.getMessage(names.stream, { last_by_subj: layoutMarker(names) })) !== null) return 0;
+  const info = await whileSettling(() => jsm.streams.info(names.stream, { subjects_filter: `${names.subjectPrefix}.*` }));
+  const subjects = Object.keys(info.state.subjects ?? {});
+  let moved = 0;
+  if (subjects.length > 0) log.warn({ stream: names.stream, orgs: subjects.length }, 'ledger stream: moving the batches of an earlier version onto subjects that carry the partition');
+  for (const subject of subjects) {
+    const org = subject.slice(names.subjectPrefix.length + 1);
+    if (await copyOrg(js, jsm, names, subject, ledgerSubject(names, org))) moved++;
+  }
+  await js.publish(layoutMarker(names), new Uint8Array(0));
+  if (subjects.length > 0) log.info({ stream: names.stream, orgs: subjects.length, copied: moved }, 'ledger stream: every org\'s batches are on partitioned subjects');
+  return moved;
+}
+
+/** Copies the old subject's batches the new one lacks; whether it copied any. */
+async function copyOrg(js: JetStreamClient, jsm: JetStreamManager, names: LedgerStreamNames, from: string, to: string): Promise<boolean> {
+  const end = await jsm.streams.getMessage(names.stream, { last_by_subj: from });
+  if (end === null) return false;
+  let { fence, held } = await tailOf(jsm, names, to);
+  if (held >= lastSeq(end.data)) return false;
+  const consumer = await js.consumers.get(names.stream, { filter_subjects: from });
+  let copied = false;
+  try {
+    for (let reached = 0; reached < end.seq; ) {
+      let got = 0;
+      for await (const message of await consumer.fetch({ max_messages: FETCH, expires: FETCH_MS })) {
+        got++;
+        reached = message.seq;
+        const batch = unpackBatch(message.data);
+        const last = batch.first + batch.rows.length - 1;
+        if (last > held) {
+          if (batch.first !== held + 1) throw new Error(`ledger stream: ${from} holds rows ${batch.first}..${last} after rows through ${held} on ${to}: cannot move it`);
+          try {
+            fence = (await js.publish(to, message.data, { expect: { lastSubjectSequence: fence } })).seq;
+            held = last;
+            copied = true;
+          } catch (error) {
+            if (!(error instanceof JetStreamApiError && error.code === JetStreamApiCodes.StreamWrongLastSequence)) throw error;
+            // Another node copied it: go on after what the new subject holds.
+            ({ fence, held } = await tailOf(jsm, names, to));
+            if (last > held) throw new Error(`ledger stream: ${to} moved while this node copied ${from}; start again`, { cause: error });
+          }
+        }
+        if (reached >= end.seq) break;
+      }
+      if (got === 0) throw new Error(`ledger stream: the consumer of ${from} stopped at stream sequence ${reached}, short of ${end.seq}`);
+    }
+  } finally {
+    await consumer.delete().catch(() => undefined);
+  }
+  return copied;
+}
+
+/** A subject's last message: its stream sequence (the fence) and its last row's seq (0, 0: none). */
+async function tailOf(jsm: JetStreamManager, names: LedgerStreamNames, subject: string): Promise<{ fence: number; held: number }> {
+  const last = await jsm.streams.getMessage(names.stream, { last_by_subj: subject });
+  return last === null ? { fence: 0, held: 0 } : { fence: last.seq, held: lastSeq(last.data) };
+}
+
+function lastSeq(data: Uint8Array): number {
+  const batch = unpackBatch(data);
+  return batch.first + batch.rows.length - 1;
+}
