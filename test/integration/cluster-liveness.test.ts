@@ -157,7 +157,7 @@ run('cluster liveness through a NATS server cut off', () => {
     const lines: string[] = [];
     for (const org of stuck) {
       for (let seq = 1; ; ) {
-        const m = await jsm.streams.getMessage('VIGIL_LEDGER', { next_by_subj: `vigil.ledger.${org}`, seq } as never).catch(() => null);
+        const m = await jsm.streams.getMessage('VIGIL_LEDGER', { next_by_subj: `vigil.ledger.*.${org}`, seq } as never).catch(() => null);
         if (m === null) break;
         const b = unpackBatch(m.data);
         lines.push(`${org} stream ${m.seq} id ${m.header?.get('Nats-Msg-Id')} expect ${m.header?.get('Nats-Expected-Last-Subject-Sequence')} rows ${b.first}..${b.first + b.rows.length - 1}`);
