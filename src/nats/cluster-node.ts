@@ -19,6 +19,7 @@ import { ensureClusterSettings, defaultReplicas } from './cluster-settings.js';
 import { openClusterStores, type ClusterStores } from './cluster-stores.js';
 import { openClusterWebhooks, type ClusterWebhooks } from './cluster-webhooks.js';
 import { JetStreamLedgerLog } from './jetstream-ledger-log.js';
+import { EarlierLayoutError } from './ledger-migration.js';
 import { LedgerReplica } from './ledger-replica.js';
 import { NatsCommandRouter } from './nats-command-router.js';
 import { PartitionLeases } from './partition-leases.js';
@@ -30,6 +31,9 @@ import { PublicPublisher } from './public-publisher.js';
  * a stream that does not answer must not hold the org's writes (see OrgActorOptions.afterAppendMs).
  */
 export const AFTER_APPEND_MS = 2000;
+
+/** How long an append waits for the ledger stream's ack. */
+const APPEND_TIMEOUT_MS = 5000;
 
 /** What a writer answers when the fence refused its batch: the router routes it to the owner. */
 export const NOT_OWNER: NotOwner = { ok: false, code: 'not_owner', message: 'another node wrote this org\'s ledger first' };
@@ -63,8 +67,9 @@ class WriterLog implements LedgerLog {
     return this.stream.positionAfter(held);
   }
 
-  subscribe(handler: BatchHandler, from: Position): Promise<Subscription> {
-    return this.stream.subscribe(handler, from);
+  subscribe(_handler: BatchHandler, _from: Position): Promise<Subscription> {
+    // No node follows the whole stream (a migrated stream would also hand an earlier version's batches twice).
+    return Promise.reject(new Error('cluster mode has no whole-stream feed: a node reads the partitions it owns'));
   }
 
   async close(): Promise<void> {
@@ -74,9 +79,9 @@ class WriterLog implements LedgerLog {
 
 /**
  * This node's membership of a cluster (DESIGN §8): one NATS connection shared by the ledger
- * stream, the local replica, the command router, the partition leases and the KV stores. Opened before the
- * actors (the replica must be caught up before the start-up replay reads it); `serve` then hands
- * the writers the partitions this node wins.
+ * stream, this node's copy of its partitions, the command router, the partition leases and the KV
+ * stores. Opened before the actors; `serve` then hands the writers the partitions this node wins,
+ * and the copy reads each from the stream as it is gained.
  */
 export class ClusterNode {
   /** The log the org writers append to. */
@@ -101,9 +106,10 @@ export class ClusterNode {
     this.writerLog = new WriterLog(ledger, replica);
     // This node's copy holds the partitions it owns: a gained one is read from the stream. First
     // of the leases' listeners, so the others find the read under way.
+    replica.ownedBy((partition) => leases.owns(partition));
     leases.onChange(({ gained, lost }) => {
-      replica.unfollow(lost);
-      replica.follow(gained);
+      replica.partitions.unfollow(lost);
+      replica.partitions.follow(gained);
     });
   }
 
@@ -128,9 +134,13 @@ export class ClusterNode {
       }
       const stores = await openClusterStores(nc, { replicas, log });
       closing.unshift(() => stores.close());
-      const ledger = await JetStreamLedgerLog.open(nc, { replicas, partitions: config.partitions, log });
+      const ledger = await JetStreamLedgerLog.open(nc, { replicas, partitions: config.partitions, timeoutMs: APPEND_TIMEOUT_MS, log }).catch((error: unknown) => {
+        throw error instanceof EarlierLayoutError ? new StartError('cluster_mismatch', error.message, { cause: error }) : error;
+      });
       closing.unshift(() => ledger.close());
-      const replica = await LedgerReplica.start(nc, ledger, local, store.ledger, { meta: store.env.table<string, number>('replica'), log });
+      // A gained partition's second read: after the previous owner's last append can have been stored.
+      const secondReadMs = config.leaseSeconds * 1000 + APPEND_TIMEOUT_MS + 1000;
+      const replica = await LedgerReplica.start(nc, ledger, local, store.ledger, { meta: store.env.table<string, number>('replica'), secondReadMs, log });
       closing.unshift(() => replica.close());
       const commands = NatsCommandRouter.open(nc, { partitions: config.partitions, log });
       closing.unshift(() => commands.close());
@@ -212,15 +222,18 @@ export class ClusterNode {
     const partitions = this.config.partitions;
     const publicRecords = this.stores.publicRecords;
     // Only what this node read since gaining the org: a copy still being read would put back older records.
-    const readHere = (org: string): boolean => this.replica.hasRead(partitionOf(org, partitions));
+    const readHere = (org: string): boolean => this.replica.partitions.hasRead(partitionOf(org, partitions));
     const publisher = new PublicPublisher(publicRecords, (org) => directory.org(org), { owns: (org) => this.owns(org) && readHere(org), log: this.log });
     directory.onChange((org) => publisher.changed(org));
     this.leases.onChange(({ gained }) => {
       for (const partition of gained) {
-        void this.replica.firstRead(partition).then(() => {
-          const orgs = new Set([...directory.orgNames(), ...publicRecords.orgNames()]);
-          publisher.markAll([...orgs].filter((org) => partitionOf(org, partitions) === partition));
-        });
+        void this.replica.partitions
+          .firstRead(partition)
+          .then(() => {
+            const orgs = new Set([...directory.orgNames(), ...publicRecords.orgNames()]);
+            publisher.markAll([...orgs].filter((org) => partitionOf(org, partitions) === partition));
+          })
+          .catch((error: unknown) => this.log.error({ partition, err: ensureError(error) }, 'public records: a gained partition was not marked for publishing'));
       }
     });
     publisher.start();

@@ -8,6 +8,9 @@ import { whileSettling } from './stream-settling.js';
 const FETCH = 1000;
 const FETCH_MS = 2000;
 
+/** A node of an earlier version wrote the stream after it was moved onto partitioned subjects. */
+export class EarlierLayoutError extends Error {}
+
 /** The subject whose one message says the stream's batches are all on partitioned subjects. */
 export function layoutMarker(names: LedgerStreamNames): string {
   return `${names.subjectPrefix}.layout.2`;
@@ -17,14 +20,26 @@ export function layoutMarker(names: LedgerStreamNames): string {
  * Moves a ledger stream written before subjects carried the partition (`<prefix>.<org>`) to
  * `<prefix>.<partition>.<org>`: each org's batches are copied, byte for byte and in order, onto
  * its new subject, each fenced on the one before there, and a marker message says it is done, so
- * later starts ask one question. The old messages stay (the stream denies deletes); nothing reads
- * them again. Nodes starting together may all run it: a copy refused by the fence means another
- * node copied that batch, and the copy goes on after what the new subject holds. Nodes of the
- * earlier version must all be stopped first (they would go on writing the old subjects).
- * Resolves with the number of orgs whose batches were copied here.
+ * later starts ask one question (a stream of this version has no old subject and needs no
+ * marker). The old messages stay (the stream denies deletes); nothing reads them again. Nodes
+ * starting together may all run it: a copy refused by the fence means another node copied that
+ * batch, and the copy goes on after what the new subject holds. Nodes of the earlier version must
+ * all be stopped first (they would go on writing the old subjects; a start after the move that
+ * finds such a write refuses, EarlierLayoutError). Resolves with the number of orgs copied here.
  */
 export async function migrateEarlierLayout(js: JetStreamClient, jsm: JetStreamManager, names: LedgerStreamNames, log: Logger): Promise<number> {
-  if ((await jsm.streams.getMessage(names.stream, { last_by_subj: layoutMarker(names) })) !== null) return 0;
+  const marker = await jsm.streams.getMessage(names.stream, { last_by_subj: layoutMarker(names) });
+  if (marker !== null) {
+    // A node of the earlier version that kept running wrote where nothing reads: refused, never lost quietly.
+    const late = await jsm.streams.getMessage(names.stream, { last_by_subj: `${names.subjectPrefix}.*` });
+    if (late !== null && late.seq > marker.seq) {
+      throw new EarlierLayoutError(
+        `stream ${names.stream}: a node of an earlier version wrote ${late.subject} (stream sequence ${late.seq}) after its batches were moved onto partitioned subjects; ` +
+          'those batches are not read by this version: stop every node of the earlier version (see the README, cluster mode, on upgrading)',
+      );
+    }
+    return 0;
+  }
   const info = await whileSettling(() => jsm.streams.info(names.stream, { subjects_filter: `${names.subjectPrefix}.*` }));
   const subjects = Object.keys(info.state.subjects ?? {});
   let moved = 0;
@@ -33,8 +48,9 @@ export async function migrateEarlierLayout(js: JetStreamClient, jsm: JetStreamMa
     const org = subject.slice(names.subjectPrefix.length + 1);
     if (await copyOrg(js, jsm, names, subject, ledgerSubject(names, org))) moved++;
   }
+  if (subjects.length === 0) return 0; // a stream of this version: nothing to move, no marker
   await js.publish(layoutMarker(names), new Uint8Array(0));
-  if (subjects.length > 0) log.info({ stream: names.stream, orgs: subjects.length, copied: moved }, 'ledger stream: every org\'s batches are on partitioned subjects');
+  log.info({ stream: names.stream, orgs: subjects.length, copied: moved }, 'ledger stream: every org\'s batches are on partitioned subjects');
   return moved;
 }
 

@@ -13,14 +13,17 @@ import { DivergedOrgs } from './diverged-orgs.js';
 import type { JetStreamLedgerLog } from './jetstream-ledger-log.js';
 import { toBatch } from './ledger-subscription.js';
 import { partitionOf } from './partition.js';
-import { catchUpPartition } from './partition-catch-up.js';
+import { PartitionFollower } from './partition-follower.js';
 import { behind, continuing, lastStreamBatch, lastStreamRows, misfit, streamTail, tailAt, type StreamTail, type Tail } from './replica-rows.js';
 import { SeqWaiters } from './seq-waiters.js';
 
 export interface LedgerReplicaOptions {
   /** Where the replica keeps its watermark (a table of this node's LMDB). */
   meta: Database<number, string>;
-  /** When a gained partition is read the second time (SECOND_READ_MS; tests). */
+  /**
+   * When a gained partition is read the second time: after the previous owner's last append can
+   * have been stored (ClusterNode: its lease, the append timeout and a margin). Default 11 s.
+   */
   secondReadMs?: number;
   /** How long a keyed read waits for the replica before 503. Default 5000 ms. */
   waitMs?: number;
@@ -29,20 +32,14 @@ export interface LedgerReplicaOptions {
   log: Logger;
 }
 
-/** A partition's watermark in the meta table. */
-const watermarkKey = (partition: number): string => `partition:${partition}`;
 /** How long a failed re-read of an org, or catch-up of a partition, waits before the next. */
 const REPAIR_RETRY_MS = 1000;
-/** Batches of an org the feed brings while it is re-read that are kept, by default. */
+/** Batches of an org that come while it is re-read that are kept, by default. */
 const HOLD_MAX = 1000;
 /** How long a keyed read waits for a partition's catch-up to bring the org's last batch before reading it from the stream. */
 const PULL_AFTER_MS = 1000;
-/**
- * When a gained partition is read a second time: a batch the previous owner appended just before
- * its lease ran out can land after the first read ended (each node's writers stop at its own
- * lease's end, measured on its own clock).
- */
-const SECOND_READ_MS = 5000;
+/** When a gained partition is read the second time, unless told (LedgerReplicaOptions.secondReadMs). */
+const SECOND_READ_MS = 11_000;
 
 /**
  * This node's copy of the ledger in cluster mode, of the partitions it owns: batches are appended
@@ -50,24 +47,11 @@ const SECOND_READ_MS = 5000;
  * then see them as in embedded mode. The copy can be deleted: it is read again from the stream.
  *
  * Nothing follows the whole stream. An owner's writers hand their acknowledged batches over
- * (`applyOwn`); a partition gained is read once from the stream (`follow`: one consumer filtered
- * on its subjects, from its watermark, the stream sequence up to which every batch of it is held
- * here, saved with the checkpoints), and once more a moment later for a batch the previous owner
- * appended as its lease ran out. Any other org is read from the stream when something asks for
+ * (`applyOwn`); a partition gained is read from the stream (`partitions`, PartitionFollower). Any other org is read from the stream when something asks for
  * it: `caughtUp(org)` (keyed reads, a writer's recovery, deliveries, exports) waits until the
  * local ledger holds the org's last batch as of the call, and reads the org's missing batches
  * itself when nothing is bringing them.
  */
-interface Following {
-  stopped: boolean;
-  /** The first read from the stream has ended. */
-  read: boolean;
-  /** The second has too: own appends move the watermark. */
-  settled: boolean;
-  firstRead: Promise<void>;
-  done: () => void;
-}
-
 export class LedgerReplica {
   /** Per org, the stream sequence of its last batch in the local ledger. */
   private readonly applied = new Map<string, number>();
@@ -82,12 +66,10 @@ export class LedgerReplica {
   private readonly handed = new Map<string, number>();
   /** Orgs whose rows here are not the stream's: never read from here again. */
   private readonly divergedAt: DivergedOrgs;
-  /** Per partition read here, the stream sequence up to which every batch of it is in the local ledger. */
-  private readonly watermarks = new Map<number, number>();
-  /** Partitions followed (owned), each with its stop flag and whether its first read has ended. */
-  private readonly followed = new Map<number, Following>();
-  /** Partitions being read from the stream now, with how far (the replication-lag gauge). */
-  private readonly reading = new Map<number, { reached: number; end: number }>();
+  /** The partitions this node owns, read from the stream when gained. */
+  readonly partitions: PartitionFollower;
+  /** Whether this node holds a partition's lease now (ClusterNode tells it: `ownedBy`). */
+  private owns: (partition: number) => boolean = () => false;
   private readonly waiters = new SeqWaiters();
   /** The bookkeeping of the last local append: batches land in stream order. */
   private tail: Promise<unknown> = Promise.resolve();
@@ -104,6 +86,24 @@ export class LedgerReplica {
     private readonly options: LedgerReplicaOptions,
   ) {
     this.divergedAt = new DivergedOrgs(options.meta, options.log);
+    const heldThrough = (org: string): number => (this.localLast.get(org) ?? this.tailOf(org)).seq;
+    this.partitions = new PartitionFollower(
+      {
+        deliver: (message) => {
+          const batch = toBatch(message, heldThrough, options.log);
+          if (batch !== null) this.onBatch(batch);
+        },
+        landed: () => this.tail,
+        repairing: (partition) => this.repairingIn(partition),
+        owns: (partition) => this.owns(partition),
+      },
+      { js, jsm, names: stream.names, meta: options.meta, secondReadMs: options.secondReadMs ?? SECOND_READ_MS, log: options.log },
+    );
+  }
+
+  /** Tells the replica which partitions this node holds the lease of now (own appends move a watermark only then). */
+  ownedBy(owns: (partition: number) => boolean): void {
+    this.owns = owns;
   }
 
   /** The replica over this node's LMDB ledger: it follows no partition until told to (`follow`). */
@@ -113,125 +113,30 @@ export class LedgerReplica {
 
   /**
    * A batch this node's writer appended to the stream (acknowledged, at stream sequence `fence`).
-   * Once the org's partition has been read twice since it was gained, nobody else writes it, so
-   * the partition's watermark moves past the batch with it (a partition gained again is read on
-   * from there, not from where this node gained it last).
+   * Once the org's partition has been read twice since it was gained, and while this node holds
+   * its lease, nobody else writes it, so the partition's watermark moves past the batch with it
+   * (a partition gained again is read on from there, not from where this node gained it last).
    */
   applyOwn(org: string, rows: readonly LedgerRow[], fence: number): void {
     if (this.closed) return;
     this.onBatch({ org, rows, fence });
-    const partition = partitionOf(org, this.stream.names.partitions);
-    const following = this.followed.get(partition);
-    if (following?.settled !== true) return;
-    this.tail = this.tail.then(() => {
-      if (following.settled && !this.stops(partition)) this.watermarks.set(partition, Math.max(this.watermarkOf(partition), fence));
-    });
+    const partition = this.partitionOf(org);
+    this.tail = this.tail.then(() => this.partitions.ownAppend(partition, fence));
   }
 
-  /** Whether an org of the partition is being read again (it lacks rows below what was read of the partition). */
-  private stops(partition: number): boolean {
-    for (const org of this.repairing.keys()) if (partitionOf(org, this.stream.names.partitions) === partition) return true;
+  private partitionOf(org: string): number {
+    return partitionOf(org, this.stream.names.partitions);
+  }
+
+  /** Whether an org of the partition is being read again. */
+  private repairingIn(partition: number): boolean {
+    for (const org of this.repairing.keys()) if (this.partitionOf(org) === partition) return true;
     return false;
-  }
-
-  /**
-   * Partitions gained: each is read from the stream after its watermark, now and once more a
-   * moment later (SECOND_READ_MS), its batches applied like any; retried every second until it
-   * succeeds or the partition is lost.
-   */
-  follow(partitions: readonly number[]): void {
-    for (const partition of partitions) {
-      if (this.followed.has(partition)) continue;
-      let done = (): void => undefined;
-      const following: Following = { stopped: false, read: false, settled: false, firstRead: new Promise<void>((resolve) => (done = resolve)), done: () => done() };
-      this.followed.set(partition, following);
-      void this.readPartition(partition, following).finally(() => following.done());
-    }
-  }
-
-  /**
-   * Whether this node follows the partition and has read it from the stream since it gained it:
-   * its projections hold what the previous owner wrote (the public records it publishes wait for it).
-   */
-  hasRead(partition: number): boolean {
-    return this.followed.get(partition)?.read === true;
-  }
-
-  /** Whether both reads of the partition since it was gained have ended (own appends move its watermark). */
-  settled(partition: number): boolean {
-    return this.followed.get(partition)?.settled === true;
-  }
-
-  /** Resolves once the partition's first read since it was gained has ended (or it was lost meanwhile). */
-  firstRead(partition: number): Promise<void> {
-    return this.followed.get(partition)?.firstRead ?? Promise.resolve();
-  }
-
-  /** Partitions lost: their reads stop (their rows read so far stay, and are read on from there next time). */
-  unfollow(partitions: readonly number[]): void {
-    for (const partition of partitions) {
-      const flag = this.followed.get(partition);
-      if (flag === undefined) continue;
-      flag.stopped = true;
-      flag.settled = false;
-      flag.done();
-      this.followed.delete(partition);
-    }
-  }
-
-  private async readPartition(partition: number, flag: Following): Promise<void> {
-    const failed = new RepeatedFailure();
-    const stopped = (): boolean => flag.stopped || this.closed;
-    const heldThrough = (org: string): number => (this.localLast.get(org) ?? this.tailOf(org)).seq;
-    for (let reads = 0; reads < 2 && !stopped(); ) {
-      const after = this.watermarkOf(partition);
-      this.reading.set(partition, { reached: after, end: after });
-      try {
-        const reached = await catchUpPartition({
-          js: this.js,
-          jsm: this.jsm,
-          names: this.stream.names,
-          partition,
-          after,
-          deliver: (message) => {
-            const batch = toBatch(message, heldThrough, this.options.log);
-            if (batch !== null) this.onBatch(batch);
-          },
-          stopped,
-          progress: (at, end) => this.reading.set(partition, { reached: at, end }),
-        });
-        await this.tail;
-        // An org of the partition still being read again lacks rows below `reached`: not past them.
-        if (!this.stops(partition) && !stopped()) this.watermarks.set(partition, reached);
-        reads++;
-        this.reading.delete(partition);
-        if (reads === 1) {
-          flag.read = !stopped();
-          flag.done();
-          await new Promise((resolve) => setTimeout(resolve, this.options.secondReadMs ?? SECOND_READ_MS));
-        }
-        if (reads === 2) flag.settled = !stopped();
-      } catch (error) {
-        this.reading.delete(partition);
-        const err = ensureError(error);
-        if (failed.note(err.message)) this.options.log.warn({ partition, err }, 'ledger replica: reading a gained partition failed; retrying every second');
-        await new Promise((resolve) => setTimeout(resolve, REPAIR_RETRY_MS));
-      }
-    }
-    this.reading.delete(partition);
-  }
-
-  private watermarkOf(partition: number): number {
-    let watermark = this.watermarks.get(partition);
-    if (watermark === undefined) {
-      watermark = this.options.meta.get(watermarkKey(partition)) ?? 0;
-      this.watermarks.set(partition, watermark);
-    }
-    return watermark;
   }
 
   private readonly onBatch = (batch: CommittedBatch): void => {
     const { org, rows, fence } = batch;
+    if (this.closed) return;
     if (this.divergedAt.has(org)) return;
     const held = this.repairing.get(org);
     if (held !== undefined) {
@@ -267,7 +172,7 @@ export class LedgerReplica {
   }
 
   /**
-   * The org's batches cannot be applied as they come (a gap in what the feed handed over: seen
+   * The org's batches cannot be applied as they come (a gap in what a partition read handed over: seen
    * with nats-server 2.9.10 when a consumer's server was cut off from its cluster and healed, or
    * a local write that failed): its rows are read again from the stream leader, after the last
    * one held here, and its batches that come meanwhile wait. Other orgs go on. Retried every
@@ -281,15 +186,18 @@ export class LedgerReplica {
     }
     this.repairing.set(org, batch === null ? [] : [batch]);
     this.localLast.delete(org);
+    // The rows missing may be below the partition's watermark (a read that skipped a message): it
+    // no longer claims anything of the org past its last batch held here.
+    this.partitions.lower(this.partitionOf(org), this.applied.get(org) ?? 0);
     this.options.log.warn({ org, why }, 'ledger replica: re-reading the org from the stream');
     void this.reread(org);
   }
 
   /**
-   * Keeps a batch the feed brought while its org is re-read. A busy org re-read for long would
+   * Keeps a batch that came while its org is re-read. A busy org re-read for long would
    * grow them without bound: past `holdMax` those kept are dropped, as the re-read reads on to
    * the org's last batch in the stream anyway (a batch dropped after that read is a gap the next
-   * one the feed brings shows, or a keyed read's check: the org is re-read again).
+   * batch that comes shows, or a keyed read's check: the org is re-read again).
    */
   private hold(org: string, held: CommittedBatch[], batch: CommittedBatch): void {
     if (held.length >= (this.options.holdMax ?? HOLD_MAX)) {
@@ -306,7 +214,7 @@ export class LedgerReplica {
     // hint), and once the hint proved past what is missing, the stream's start. A try that fails
     // midway (a request unanswered) leaves what it read here, and the next goes on after it: an
     // org read from the start is thousands of gets, and one failing must not start them over.
-    let after = this.applied.get(org) ?? 0;
+    let after = this.applied.get(org) ?? this.partitions.watermarkOf(this.partitionOf(org));
     let fromStart = after === 0;
     // A consumer may sit on a server that has not caught up: what it hands is judged by the leader's gets.
     let byConsumer = true;
@@ -365,7 +273,7 @@ export class LedgerReplica {
         const held = this.repairing.get(org) ?? [];
         this.repairing.delete(org);
         this.options.log.info({ org, seq: tail.seq, failures: failed.clear(), ms: Date.now() - began }, 'ledger replica: the org is whole again');
-        // Not the watermark: the feed has not brought other orgs' batches up to here.
+        // Not the partition's watermark: other orgs' batches up to here are not known to be held.
         if (Math.max(after, end.streamSeq) > 0) this.landed(org, Math.max(after, end.streamSeq));
         for (const batch of held) this.onBatch(batch);
         return;
@@ -412,18 +320,16 @@ export class LedgerReplica {
   }
 
   /** Saves the partitions' watermarks (with the checkpoints): a partition gained again is read on from there. */
-  async saveWatermark(): Promise<void> {
-    for (const [partition, watermark] of this.watermarks) {
-      if (this.options.meta.get(watermarkKey(partition)) !== watermark) await this.options.meta.put(watermarkKey(partition), watermark);
-    }
+  saveWatermark(): Promise<void> {
+    return this.partitions.save();
   }
 
   /**
    * Resolves once the local ledger holds the org's rows through its last batch in the stream as of
    * now (bounded: else 503 `unavailable`), so a keyed read on any node sees every write
    * acknowledged before it; resolves with that batch's stream sequence (0: none), the fence the
-   * org's next append presents. Judged per org from the rows held, not from how far the feed got:
-   * a feed that skipped the org's last batch (the gap `repair` fills when the org's next batch
+   * org's next append presents. Judged per org from the rows held, not from how far a read got:
+   * a read that skipped the org's last batch (the gap `repair` fills when the org's next batch
    * comes) would otherwise pass for caught up, and a writer recovering then would build on
    * missing rows with a stale fence, refused by the stream forever.
    */
@@ -459,10 +365,19 @@ export class LedgerReplica {
     const pull = (why: string): void => {
       if (!this.holds(org, last) && !this.repairing.has(org) && !this.closed) this.repair(org, null, why);
     };
-    const partition = partitionOf(org, this.stream.names.partitions);
-    const coming = (this.localLast.get(org)?.seq ?? 0) >= last.seq || this.reading.has(partition);
+    const partition = this.partitionOf(org);
+    let seen = this.partitions.progress(partition);
+    const coming = (this.localLast.get(org)?.seq ?? 0) >= last.seq || seen >= 0;
     if (!coming) pull(`nothing here brings stream sequence ${last.streamSeq} (rows through ${last.seq})`);
-    const late = setTimeout(() => pull(`stream sequence ${last.streamSeq} did not come in ${PULL_AFTER_MS} ms`), PULL_AFTER_MS);
+    // A partition's read that goes on bringing batches is waited for; one that stopped moving is not.
+    const check = (): void => {
+      const now = this.partitions.progress(partition);
+      if (now > seen) {
+        seen = now;
+        late = setTimeout(check, PULL_AFTER_MS);
+      } else pull(`stream sequence ${last.streamSeq} did not come in ${PULL_AFTER_MS} ms`);
+    };
+    let late = setTimeout(check, PULL_AFTER_MS);
     try {
       await this.waiters.wait(org, last.streamSeq, end - Date.now(), () => behind('this node\'s copy of the ledger trails the stream; try again'));
     } finally {
@@ -509,13 +424,12 @@ export class LedgerReplica {
 
   /** How far the partitions being read from the stream now are behind their end, in stream sequences (0: none is). */
   lag(): Promise<number> {
-    let most = 0;
-    for (const { reached, end } of this.reading.values()) most = Math.max(most, end - reached);
-    return Promise.resolve(most);
+    return Promise.resolve(this.partitions.lag());
   }
 
   async close(): Promise<void> {
     this.closed = true;
+    await this.partitions.close();
     await this.tail;
   }
 }

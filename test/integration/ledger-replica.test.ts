@@ -61,7 +61,7 @@ run('LedgerReplica fills a gap in what its feed hands over', () => {
     const start = async (): Promise<LedgerReplica> => {
       const replica = await LedgerReplica.start(nc, stream, local, store.ledger, { meta, log: silentLogger(), waitMs: 1000, ...rest });
       closing.push(() => replica.close());
-      replica.follow(partitions);
+      replica.partitions.follow(partitions);
       return replica;
     };
     return { ledger: store.ledger, replica: await start(), restart: start };
@@ -192,7 +192,7 @@ run('LedgerReplica fills a gap in what its feed hands over', () => {
     const lines: LogLine[] = [];
     // The watermark after the org's first batch: the partition's read hands rows 3-4 first, which leaves a gap.
     const { ledger, replica } = await replicaOn(stalled.log, fences[0]!, {}, { log: captureLogger(lines), holdMax: 3, follow: ['flood'], secondReadMs: 60_000 });
-    await replica.firstRead(partitionOf('flood', stream.names.partitions));
+    await replica.partitions.firstRead(partitionOf('flood', stream.names.partitions));
     // The org's writer here appends on meanwhile, each batch handed to the replica as acknowledged.
     let last = rows[5]!;
     let fence = fences[2]!;

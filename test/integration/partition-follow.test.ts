@@ -5,6 +5,7 @@ import type { LedgerRow } from '../../src/domain/ledger.js';
 import { JetStreamLedgerLog } from '../../src/nats/jetstream-ledger-log.js';
 import { LedgerReplica } from '../../src/nats/ledger-replica.js';
 import { encodeBatches } from '../../src/nats/batch-codec.js';
+import { EarlierLayoutError } from '../../src/nats/ledger-migration.js';
 import { partitionOf } from '../../src/nats/partition.js';
 import { openLmdb } from '../../src/store/lmdb.js';
 import type { LmdbLedger } from '../../src/store/lmdb-ledger.js';
@@ -53,17 +54,20 @@ run('partition-scoped ledger copies', () => {
   interface Copy {
     replica: LedgerReplica;
     ledger: LmdbLedger;
+    /** The saved watermark of a partition (what a restart reads on from). */
+    saved: (partition: number) => Promise<number | undefined>;
     dir: string;
     /** Saves the watermarks and closes, as a node stopping does. */
     close: () => Promise<void>;
   }
 
   /** A node's copy on its data dir (a new one unless given: a restarted node's). */
-  async function nodeCopy(stream: JetStreamLedgerLog, dir = tempDir('vigil-part-')): Promise<Copy> {
+  async function nodeCopy(stream: JetStreamLedgerLog, dir = tempDir('vigil-part-'), secondReadMs = 0): Promise<Copy> {
     if (!dirs.includes(dir)) dirs.push(dir);
     const store = openLmdb(dir, 'process');
     const local = new LmdbLedgerLog(store.ledger, silentLogger());
-    const replica = await LedgerReplica.start(nc, stream, local, store.ledger, { meta: store.env.table<string, number>('replica'), log: silentLogger(), waitMs: 2000, secondReadMs: 0 });
+    const replica = await LedgerReplica.start(nc, stream, local, store.ledger, { meta: store.env.table<string, number>('replica'), log: silentLogger(), waitMs: 2000, secondReadMs });
+    replica.ownedBy(() => true);
     let closed = false;
     const close = async (): Promise<void> => {
       if (closed) return;
@@ -74,7 +78,11 @@ run('partition-scoped ledger copies', () => {
       await store.close();
     };
     closing.push(close);
-    return { replica, ledger: store.ledger, dir, close };
+    const saved = async (partition: number): Promise<number | undefined> => {
+      await replica.saveWatermark();
+      return store.env.table<string, number>('replica').get(`partition:${partition}`);
+    };
+    return { replica, ledger: store.ledger, saved, dir, close };
   }
 
   /** Two orgs in different partitions. */
@@ -108,9 +116,9 @@ run('partition-scoped ledger copies', () => {
       b = await write(stream, theirs, b.rows, b.fence, 2);
     }
     const { replica, ledger } = await nodeCopy(stream);
-    replica.follow([partitionOf(mine, PARTITIONS)]);
-    await replica.firstRead(partitionOf(mine, PARTITIONS));
-    expect(replica.hasRead(partitionOf(mine, PARTITIONS))).toBe(true);
+    replica.partitions.follow([partitionOf(mine, PARTITIONS)]);
+    await replica.partitions.firstRead(partitionOf(mine, PARTITIONS));
+    expect(replica.partitions.hasRead(partitionOf(mine, PARTITIONS))).toBe(true);
     expect(hashes(ledger, mine)).toEqual(expected(a.rows));
     expect(ledger.last(theirs)).toBeUndefined();
     // Its own appends land without any read of the stream; the other org only when asked for.
@@ -123,23 +131,68 @@ run('partition-scoped ledger copies', () => {
     expect(await replica.lag()).toBe(0);
   }, 60_000);
 
+  /** Until the partition's second read has ended. */
+  async function settledOn(copy: Copy, partition: number): Promise<void> {
+    for (const deadline = Date.now() + 10_000; !copy.replica.partitions.settled(partition); ) {
+      if (Date.now() > deadline) throw new Error(`partition ${partition} never settled`);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+  }
+
+  it('reads a gained partition a second time: a batch the previous owner appended after the first read is held, unasked', async () => {
+    const stream = await freshStream();
+    const [org, other] = twoOrgs();
+    const partition = partitionOf(org, PARTITIONS);
+    let a = await write(stream, org, [], 0, 3);
+    const copy = await nodeCopy(stream, undefined, 400);
+    copy.replica.partitions.follow([partition]);
+    await copy.replica.partitions.firstRead(partition);
+    expect(hashes(copy.ledger, org)).toEqual(expected(a.rows));
+    // The previous owner's last append, stored after the first read.
+    a = await write(stream, org, a.rows, a.fence, 2);
+    await settledOn(copy, partition);
+    expect(hashes(copy.ledger, org)).toEqual(expected(a.rows));
+    expect(copy.ledger.last(other)).toBeUndefined();
+  }, 60_000);
+
+  it('moves a partition\'s watermark with its own appends only while it holds the lease', async () => {
+    const stream = await freshStream();
+    const [org] = twoOrgs();
+    const partition = partitionOf(org, PARTITIONS);
+    const copy = await nodeCopy(stream);
+    let owned = true;
+    copy.replica.ownedBy(() => owned);
+    copy.replica.partitions.follow([partition]);
+    await settledOn(copy, partition);
+    let a = await write(stream, org, [], 0, 2, copy.replica);
+    await copy.replica.caughtUp(org);
+    expect(await copy.saved(partition)).toBe(a.fence);
+    // Its lease ran out (a paused process): what it still appends does not move the watermark,
+    // since another node may have written the partition after the new owner took it.
+    owned = false;
+    const before = a.fence;
+    a = await write(stream, org, a.rows, a.fence, 2, copy.replica);
+    await copy.replica.caughtUp(org);
+    expect(await copy.saved(partition)).toBe(before);
+  }, 60_000);
+
   it('hands a partition over and back: each copy ends with every row once, in order, read from where it left off', async () => {
     const stream = await freshStream();
     const [org] = twoOrgs();
     const partition = partitionOf(org, PARTITIONS);
     const first = await nodeCopy(stream);
     const second = await nodeCopy(stream);
-    first.replica.follow([partition]);
-    await first.replica.firstRead(partition);
+    first.replica.partitions.follow([partition]);
+    await first.replica.partitions.firstRead(partition);
     // Its second read (at once here): own appends move the watermark after it.
-    for (const deadline = Date.now() + 10_000; !first.replica.settled(partition) && Date.now() < deadline; ) await new Promise((resolve) => setTimeout(resolve, 20));
+    for (const deadline = Date.now() + 10_000; !first.replica.partitions.settled(partition) && Date.now() < deadline; ) await new Promise((resolve) => setTimeout(resolve, 20));
     let a = { rows: [] as LedgerRow[], fence: 0 };
     for (let i = 0; i < 10; i++) a = await write(stream, org, a.rows, a.fence, 5, first.replica);
     await first.replica.caughtUp(org);
     // The partition moves: the first node stops, the second reads it and writes on.
-    first.replica.unfollow([partition]);
-    second.replica.follow([partition]);
-    await second.replica.firstRead(partition);
+    first.replica.partitions.unfollow([partition]);
+    second.replica.partitions.follow([partition]);
+    await second.replica.partitions.firstRead(partition);
     expect(hashes(second.ledger, org)).toEqual(expected(a.rows));
     for (let i = 0; i < 10; i++) a = await write(stream, org, a.rows, a.fence, 5, second.replica);
     await second.replica.caughtUp(org);
@@ -149,10 +202,10 @@ run('partition-scoped ledger copies', () => {
     const saved = openLmdb(first.dir, 'process');
     expect(saved.env.table<string, number>('replica').get(`partition:${partition}`)).toBeGreaterThan(0);
     await saved.close();
-    second.replica.unfollow([partition]);
+    second.replica.partitions.unfollow([partition]);
     const reopened = await nodeCopy(stream, first.dir);
-    reopened.replica.follow([partition]);
-    await reopened.replica.firstRead(partition);
+    reopened.replica.partitions.follow([partition]);
+    await reopened.replica.partitions.firstRead(partition);
     expect(hashes(reopened.ledger, org)).toEqual(expected(a.rows));
   }, 60_000);
 
@@ -190,13 +243,16 @@ run('partition-scoped ledger copies', () => {
       expect(await a!.append(org, more, batches.at(-1)!.fence)).toMatchObject({ ok: true });
       // And a node that gains the partition reads it from the new subjects.
       const copy = await nodeCopy(a!);
-      copy.replica.follow([partitionOf(org, PARTITIONS)]);
-      await copy.replica.firstRead(partitionOf(org, PARTITIONS));
+      copy.replica.partitions.follow([partitionOf(org, PARTITIONS)]);
+      await copy.replica.partitions.firstRead(partitionOf(org, PARTITIONS));
       expect(hashes(copy.ledger, org)).toEqual(expected([...rows, ...more]));
     }
     // Done once: a later start finds the marker and copies nothing.
     const info = await jsm.streams.info(names.stream);
     await (await JetStreamLedgerLog.open(nc, { ...names, log: silentLogger() })).close();
     expect((await jsm.streams.info(names.stream)).state.last_seq).toBe(info.state.last_seq);
+    // A node of the earlier version left running writes the old subjects: the next start refuses.
+    await js.publish(`${names.subjectPrefix}.late`, encodeBatches(chain(1), 1 << 20)[0]!.payload);
+    await expect(JetStreamLedgerLog.open(nc, { ...names, log: silentLogger() })).rejects.toThrow(EarlierLayoutError);
   }, 60_000);
 });
