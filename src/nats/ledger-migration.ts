@@ -28,10 +28,11 @@ export function layoutMarker(names: LedgerStreamNames): string {
  * finds such a write refuses, EarlierLayoutError). Resolves with the number of orgs copied here.
  */
 export async function migrateEarlierLayout(js: JetStreamClient, jsm: JetStreamManager, names: LedgerStreamNames, log: Logger): Promise<number> {
-  const marker = await jsm.streams.getMessage(names.stream, { last_by_subj: layoutMarker(names) });
+  // The first questions a new stream is asked: a new R3 stream may not answer while it elects a leader.
+  const marker = await whileSettling(() => jsm.streams.getMessage(names.stream, { last_by_subj: layoutMarker(names) }));
   if (marker !== null) {
     // A node of the earlier version that kept running wrote where nothing reads: refused, never lost quietly.
-    const late = await jsm.streams.getMessage(names.stream, { last_by_subj: `${names.subjectPrefix}.*` });
+    const late = await whileSettling(() => jsm.streams.getMessage(names.stream, { last_by_subj: `${names.subjectPrefix}.*` }));
     if (late !== null && late.seq > marker.seq) {
       throw new EarlierLayoutError(
         `stream ${names.stream}: a node of an earlier version wrote ${late.subject} (stream sequence ${late.seq}) after its batches were moved onto partitioned subjects; ` +
