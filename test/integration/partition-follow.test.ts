@@ -176,6 +176,24 @@ run('partition-scoped ledger copies', () => {
     expect(await copy.saved(partition)).toBe(before);
   }, 60_000);
 
+  it('a partition lost and gained again while its read runs: one read goes on, every row held once, no lag left', async () => {
+    const stream = await freshStream();
+    const [org] = twoOrgs();
+    const partition = partitionOf(org, PARTITIONS);
+    // Enough batches for several fetches of the read.
+    let a = { rows: [] as LedgerRow[], fence: 0 };
+    for (let i = 0; i < 2500; i++) a = await write(stream, org, a.rows, a.fence, 1);
+    const copy = await nodeCopy(stream);
+    copy.replica.partitions.follow([partition]);
+    copy.replica.partitions.unfollow([partition]);
+    copy.replica.partitions.follow([partition]);
+    await copy.replica.partitions.firstRead(partition);
+    expect(copy.replica.partitions.hasRead(partition)).toBe(true);
+    expect(hashes(copy.ledger, org)).toEqual(expected(a.rows));
+    await settledOn(copy, partition);
+    expect(await copy.replica.lag()).toBe(0);
+  }, 90_000);
+
   it('hands a partition over and back: each copy ends with every row once, in order, read from where it left off', async () => {
     const stream = await freshStream();
     const [org] = twoOrgs();
