@@ -2,11 +2,8 @@ import { JetStreamApiCodes, JetStreamApiError, type JetStreamClient, type JetStr
 import type { Logger } from '../log.js';
 import { unpackBatch } from './batch-codec.js';
 import { ledgerSubject, type LedgerStreamNames } from './ledger-stream.js';
+import { readFiltered } from './partition-catch-up.js';
 import { whileSettling } from './stream-settling.js';
-
-/** Messages one fetch asks for, and how long it waits for them. */
-const FETCH = 1000;
-const FETCH_MS = 2000;
 
 /** A node of an earlier version wrote the stream after it was moved onto partitioned subjects. */
 export class EarlierLayoutError extends Error {}
@@ -61,36 +58,24 @@ async function copyOrg(js: JetStreamClient, jsm: JetStreamManager, names: Ledger
   if (end === null) return false;
   let { fence, held } = await tailOf(jsm, names, to);
   if (held >= lastSeq(end.data)) return false;
-  const consumer = await js.consumers.get(names.stream, { filter_subjects: from });
   let copied = false;
-  try {
-    for (let reached = 0; reached < end.seq; ) {
-      let got = 0;
-      for await (const message of await consumer.fetch({ max_messages: FETCH, expires: FETCH_MS })) {
-        got++;
-        reached = message.seq;
-        const batch = unpackBatch(message.data);
-        const last = batch.first + batch.rows.length - 1;
-        if (last > held) {
-          if (batch.first !== held + 1) throw new Error(`ledger stream: ${from} holds rows ${batch.first}..${last} after rows through ${held} on ${to}: cannot move it`);
-          try {
-            fence = (await js.publish(to, message.data, { expect: { lastSubjectSequence: fence } })).seq;
-            held = last;
-            copied = true;
-          } catch (error) {
-            if (!(error instanceof JetStreamApiError && error.code === JetStreamApiCodes.StreamWrongLastSequence)) throw error;
-            // Another node copied it: go on after what the new subject holds.
-            ({ fence, held } = await tailOf(jsm, names, to));
-            if (last > held) throw new Error(`ledger stream: ${to} moved while this node copied ${from}; start again`, { cause: error });
-          }
-        }
-        if (reached >= end.seq) break;
-      }
-      if (got === 0) throw new Error(`ledger stream: the consumer of ${from} stopped at stream sequence ${reached}, short of ${end.seq}`);
+  const reached = await readFiltered(js, names.stream, from, { after: 0, end: end.seq }, async (message) => {
+    const batch = unpackBatch(message.data);
+    const last = batch.first + batch.rows.length - 1;
+    if (last <= held) return;
+    if (batch.first !== held + 1) throw new Error(`ledger stream: ${from} holds rows ${batch.first}..${last} after rows through ${held} on ${to}: cannot move it`);
+    try {
+      fence = (await js.publish(to, message.data, { expect: { lastSubjectSequence: fence } })).seq;
+      held = last;
+      copied = true;
+    } catch (error) {
+      if (!(error instanceof JetStreamApiError && error.code === JetStreamApiCodes.StreamWrongLastSequence)) throw error;
+      // Another node copied it: go on after what the new subject holds.
+      ({ fence, held } = await tailOf(jsm, names, to));
+      if (last > held) throw new Error(`ledger stream: ${to} moved while this node copied ${from}; start again`, { cause: error });
     }
-  } finally {
-    await consumer.delete().catch(() => undefined);
-  }
+  });
+  if (reached < end.seq) throw new Error(`ledger stream: the consumer of ${from} stopped at stream sequence ${reached}, short of ${end.seq}`);
   return copied;
 }
 

@@ -32,23 +32,41 @@ export async function catchUpPartition(args: CatchUpArgs): Promise<number> {
   const subjects = partitionSubjects(args.names, args.partition);
   const last = await args.jsm.streams.getMessage(args.names.stream, { last_by_subj: subjects });
   if (last === null || last.seq <= args.after) return Math.max(args.after, last?.seq ?? 0);
-  const consumer = await args.js.consumers.get(args.names.stream, { filter_subjects: subjects, opt_start_seq: args.after + 1 });
-  let reached = args.after;
+  const reached = await readFiltered(args.js, args.names.stream, subjects, { after: args.after, end: last.seq }, args.deliver, args.stopped, args.progress);
+  if (reached < last.seq && !args.stopped()) throw new Error(`partition ${args.partition}: the consumer stopped at stream sequence ${reached}, short of ${last.seq}`);
+  return reached;
+}
+
+/**
+ * Hands `deliver` the stream's messages on `filter` after stream sequence `after`, in order, up to
+ * `end`, through one consumer fetching a thousand at a time (deleted after). Resolves with the
+ * last sequence handed over: short of `end` when a fetch brought nothing or `stopped` said so.
+ */
+export async function readFiltered(
+  js: JetStreamClient,
+  stream: string,
+  filter: string,
+  span: { after: number; end: number },
+  deliver: (message: JsMsg) => void | Promise<void>,
+  stopped: () => boolean = () => false,
+  progress?: (reached: number, end: number) => void,
+): Promise<number> {
+  const consumer = await js.consumers.get(stream, { filter_subjects: filter, opt_start_seq: span.after + 1 });
+  let reached = span.after;
   try {
-    while (reached < last.seq && !args.stopped()) {
+    while (reached < span.end && !stopped()) {
       let got = 0;
       for await (const message of await consumer.fetch({ max_messages: FETCH, expires: FETCH_MS })) {
         got++;
         reached = message.seq;
-        args.deliver(message);
-        if (reached >= last.seq || args.stopped()) break;
+        await deliver(message);
+        if (reached >= span.end || stopped()) break;
       }
-      args.progress?.(reached, last.seq);
+      progress?.(reached, span.end);
       if (got === 0) break;
     }
   } finally {
     await consumer.delete().catch(() => undefined);
   }
-  if (reached < last.seq && !args.stopped()) throw new Error(`partition ${args.partition}: the consumer stopped at stream sequence ${reached}, short of ${last.seq}`);
   return reached;
 }
